@@ -1,0 +1,57 @@
+"""The ``nkiagent`` command. Thin: parse arguments, then call one function per subcommand.
+
+Nothing heavy is imported at module level, so ``nkiagent --help`` answers instantly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main", "build_parser"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nkiagent",
+        description="A coding agent for AWS Trainium NKI kernels, with an embedded NKI emulator.",
+    )
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    sim = sub.add_parser("simulate", help="run a kernel file on the embedded emulator with random inputs")
+    sim.add_argument("kernel", help="path to a Python file defining an @nki.jit kernel")
+    sim.add_argument("--kernel-name", help="function to run (default: the only @nki.jit kernel in the file)")
+    sim.add_argument("--inputs", required=True, help='comma-separated NAME:SHAPE:DTYPE, e.g. "a:256x512:float32,b:256x512:float32"')
+    sim.add_argument("--target", choices=["trn1", "trn2", "trn3"], help="Trainium generation (default: $NEURON_PLATFORM_TARGET_OVERRIDE or trn2)")
+    sim.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    sim.add_argument("--json", action="store_true", help="print a JSON summary")
+
+    ops = sub.add_parser("ops", help="list the nki.isa and nki.language APIs the emulator supports")
+    ops.add_argument("--json", action="store_true")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from . import __version__
+
+        print(__version__)
+        return 0
+    if args.command == "simulate":
+        from .commands.simulate import run_simulate
+
+        return run_simulate(args)
+    if args.command == "ops":
+        from .commands.simulate import run_ops
+
+        return run_ops(args)
+    parser.print_help()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per CLI subcommand; each exposes ``run_<name>(args) -> exit code``."""

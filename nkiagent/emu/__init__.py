@@ -1,0 +1,108 @@
+"""The embedded NKI emulator: run NKI kernels on the CPU with Trainium's rules enforced.
+
+Use :func:`install` to make ``import nki`` resolve to the emulator (when AWS's package is
+absent, or always with ``force=True``), then run kernels with ``nki.simulate(kernel)(*arrays)``
+or, with a trace for the cost model, :func:`run_kernel`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+
+from .errors import (
+    NkiCapacityError,
+    NkiError,
+    NkiOutOfBoundsError,
+    NkiRuntimeError,
+    NkiTypeError,
+    NkiUnsupportedError,
+    NkiValidationError,
+    NkiWarning,
+)
+from .frontend import Kernel, RunResult, ShapeSpec, jit, run_kernel, simulate
+from .targets import TARGETS, Target, get_target
+from .trace import Access, Instruction, Region, Trace
+
+__all__ = [
+    "install",
+    "uninstall",
+    "real_nki_available",
+    "run_kernel",
+    "simulate",
+    "jit",
+    "Kernel",
+    "RunResult",
+    "ShapeSpec",
+    "Trace",
+    "Instruction",
+    "Access",
+    "Region",
+    "Target",
+    "TARGETS",
+    "get_target",
+    "NkiError",
+    "NkiValidationError",
+    "NkiCapacityError",
+    "NkiUnsupportedError",
+    "NkiOutOfBoundsError",
+    "NkiTypeError",
+    "NkiRuntimeError",
+    "NkiWarning",
+]
+
+_SHIM_MODULES = ("nki", "nki.language", "nki.isa", "nki.typing")
+
+
+def real_nki_available() -> bool:
+    """True when AWS's real ``nki`` (≥ 0.2, with ``simulate`` and ``isa.nc_matmul``) is importable.
+
+    The public-PyPI ``nki`` is an empty placeholder; it does not count.
+    """
+    current = sys.modules.get("nki")
+    if current is not None and getattr(current, "__name__", "") != "nki":
+        return False  # our shim is installed under that name
+    if importlib.util.find_spec("nki") is None:
+        return False
+    try:
+        mod = importlib.import_module("nki")
+        isa = importlib.import_module("nki.isa")
+    except Exception:
+        return False
+    version = str(getattr(mod, "__version__", "0"))
+    try:
+        major_minor = tuple(int(p) for p in version.split(".")[:2])
+    except ValueError:
+        major_minor = (0, 0)
+    return major_minor >= (0, 2) and hasattr(mod, "simulate") and hasattr(isa, "nc_matmul")
+
+
+def install(force: bool = False) -> str:
+    """Make ``import nki`` (and ``nki.language``, ``nki.isa``, ``nki.typing``) resolve to the emulator.
+
+    Returns ``"emulator"`` when the shim is in place, ``"real"`` when AWS's package was found
+    and left alone (pass ``force=True`` to shadow it anyway).
+    """
+    if not force and real_nki_available():
+        return "real"
+    for name in _SHIM_MODULES:
+        sys.modules.pop(name, None)
+    from . import isa, language
+    from . import nki as shim
+    from .nki import typing as nki_typing
+
+    sys.modules["nki"] = shim
+    sys.modules["nki.language"] = language
+    sys.modules["nki.isa"] = isa
+    sys.modules["nki.typing"] = nki_typing
+    return "emulator"
+
+
+def uninstall() -> None:
+    """Remove the emulator's ``nki`` modules from ``sys.modules`` (used by tests)."""
+    from . import nki as shim
+
+    if sys.modules.get("nki") is shim:
+        for name in _SHIM_MODULES:
+            sys.modules.pop(name, None)

@@ -1,0 +1,187 @@
+"""NKI data types on top of NumPy and ``ml_dtypes``, with NKI's promotion table.
+
+Why a module of its own: low-precision storage (bf16, fp8, tf32) must round exactly as the
+hardware stores, and mixed-dtype arithmetic must pick the output dtype NKI documents
+(§2.4 of the reference), which differs from NumPy's rules in several places.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+__all__ = [
+    "DTYPES",
+    "bool_",
+    "int8",
+    "int16",
+    "int32",
+    "uint8",
+    "uint16",
+    "uint32",
+    "float16",
+    "float32",
+    "bfloat16",
+    "tfloat32",
+    "float8_e4m3",
+    "float8_e5m2",
+    "float8_e4m3fn",
+    "float8_e8m0fnu",
+    "as_dtype",
+    "dtype_name",
+    "is_float",
+    "is_int",
+    "storage_dtype",
+    "promote",
+    "weak_scalar_dtype",
+    "store_cast",
+    "fill_uninitialized",
+]
+
+bool_ = np.dtype(np.bool_)
+int8 = np.dtype(np.int8)
+int16 = np.dtype(np.int16)
+int32 = np.dtype(np.int32)
+uint8 = np.dtype(np.uint8)
+uint16 = np.dtype(np.uint16)
+uint32 = np.dtype(np.uint32)
+float16 = np.dtype(np.float16)
+float32 = np.dtype(np.float32)
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+#: NKI 0.1 spells tfloat32 as a 4-byte void type; it is stored as fp32 rounded to 10 mantissa bits.
+tfloat32 = np.dtype("V4")
+float8_e4m3 = np.dtype(ml_dtypes.float8_e4m3)
+float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
+float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
+float8_e8m0fnu = np.dtype(ml_dtypes.float8_e8m0fnu)
+
+DTYPES: dict[str, np.dtype] = {
+    "bool": bool_,
+    "int8": int8,
+    "int16": int16,
+    "int32": int32,
+    "uint8": uint8,
+    "uint16": uint16,
+    "uint32": uint32,
+    "float16": float16,
+    "float32": float32,
+    "bfloat16": bfloat16,
+    "tfloat32": tfloat32,
+    "float8_e4m3": float8_e4m3,
+    "float8_e5m2": float8_e5m2,
+    "float8_e4m3fn": float8_e4m3fn,
+    "float8_e8m0fnu": float8_e8m0fnu,
+}
+_ALIASES = {"bool_": "bool", "fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "f32": "float32", "tf32": "tfloat32"}
+_NAMES = {v: k for k, v in DTYPES.items() if k != "tfloat32"}
+_FLOAT_RANK = {float8_e4m3: 1, float8_e5m2: 1, float8_e4m3fn: 1, float8_e8m0fnu: 1, float16: 2, bfloat16: 2, tfloat32: 3, float32: 3}
+
+
+def as_dtype(d: Any) -> np.dtype:
+    """Normalize anything NKI code passes as a dtype (numpy types, names, torch dtypes)."""
+    if isinstance(d, np.dtype):
+        return d
+    if isinstance(d, str):
+        key = _ALIASES.get(d, d)
+        if key in DTYPES:
+            return DTYPES[key]
+        raise TypeError(f"unknown dtype {d!r}; supported: {', '.join(DTYPES)}")
+    if d is bool:
+        return bool_
+    if d is float:
+        return float32
+    if d is int:
+        return int32
+    name = getattr(d, "name", None) or str(d)
+    if name.startswith("torch."):
+        return as_dtype(name[len("torch."):])
+    return np.dtype(d)
+
+
+def dtype_name(d: np.dtype) -> str:
+    """Short NKI name of a dtype (``bfloat16``, ``tfloat32`` …)."""
+    if d == tfloat32:
+        return "tfloat32"
+    return _NAMES.get(d, str(d))
+
+
+def is_float(d: np.dtype) -> bool:
+    return d in _FLOAT_RANK
+
+
+def is_int(d: np.dtype) -> bool:
+    return d.kind in "iub"
+
+
+def storage_dtype(d: np.dtype) -> np.dtype:
+    """The NumPy dtype that holds values of ``d`` in emulator memory."""
+    return float32 if d == tfloat32 else d
+
+
+def weak_scalar_dtype(value: Any) -> np.dtype:
+    """NKI's weak-scalar types: bool → uint8, int → int32, float → fp32."""
+    if isinstance(value, (bool, np.bool_)):
+        return uint8
+    if isinstance(value, (int, np.integer)):
+        return int32
+    return float32
+
+
+def promote(a: np.dtype, b: np.dtype) -> np.dtype:
+    """Output dtype of a binary arithmetic op on dtypes ``a`` and ``b`` (NKI's table)."""
+    if a == b:
+        return a
+    if a == bool_:
+        return b
+    if b == bool_:
+        return a
+    fa, fb = is_float(a), is_float(b)
+    if fa and not fb:
+        return a
+    if fb and not fa:
+        return b
+    if fa and fb:
+        ra, rb = _FLOAT_RANK[a], _FLOAT_RANK[b]
+        if ra == 3 or rb == 3:
+            return float32
+        if ra == rb == 2:  # (fp16, bf16) → fp32
+            return float32
+        if ra == rb == 1:  # two different fp8 kinds → bf16
+            return bfloat16
+        return a if ra > rb else b
+    if {a, b} == {int32, uint32}:
+        return float32
+    return np.promote_types(a, b)
+
+
+def _round_tf32(x: np.ndarray) -> np.ndarray:
+    """Round fp32 values to tf32 (10 mantissa bits), round-to-nearest-even."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    lsb = (bits >> 13) & 1
+    rounded = (bits + 0x0FFF + lsb) & 0xFFFFE000
+    finite = np.isfinite(x)
+    return np.where(finite, rounded, bits).astype(np.uint32).view(np.float32)
+
+
+def store_cast(values: np.ndarray, d: np.dtype) -> np.ndarray:
+    """Convert computed values to what memory of dtype ``d`` would hold."""
+    if d == tfloat32:
+        return _round_tf32(np.asarray(values, dtype=np.float32))
+    if is_int(d) and values.dtype.kind == "f":
+        # Hardware float→int conversion rounds to nearest and saturates.
+        info = np.iinfo(d) if d != bool_ else None
+        if info is None:
+            return values != 0
+        with np.errstate(invalid="ignore"):
+            return np.clip(np.rint(np.nan_to_num(values, nan=0.0)), info.min, info.max).astype(d)
+    return values.astype(d, copy=False)
+
+
+def fill_uninitialized(arr: np.ndarray, d: np.dtype) -> None:
+    """Fill fresh memory like AWS's simulator: NaN for floats, 4 for integers."""
+    if is_float(d):
+        arr.fill(np.nan)
+    else:
+        arr.fill(4)

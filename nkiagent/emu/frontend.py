@@ -1,0 +1,256 @@
+"""Kernel launch: ``nki.jit``, ``nki.simulate``, SPMD grids, and host↔emulator conversion.
+
+A launch builds a fresh :class:`~nkiagent.emu.memory.KernelContext` (so no state leaks
+between calls), wraps the NumPy (or torch CPU) arguments as HBM tensors, runs the kernel
+function once per SPMD instance, checks that every output was written, and hands back
+NumPy (or torch) copies of the outputs.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import dtypes as dt
+from . import memory
+from .errors import NkiRuntimeError, NkiTypeError, NkiValidationError
+from .memory import KernelContext, hbm
+from .targets import Target, get_target
+from .tensor import NkiTensor
+from .trace import Trace
+
+__all__ = ["Kernel", "jit", "simulate", "run_kernel", "RunResult", "ShapeSpec"]
+
+
+@dataclass(frozen=True)
+class ShapeSpec:
+    """A placeholder input (shape and dtype, no data) for timing-only runs."""
+
+    shape: tuple[int, ...]
+    dtype: Any = "float32"
+
+
+@dataclass
+class RunResult:
+    """Outputs and bookkeeping of one kernel execution."""
+
+    outputs: Any
+    trace: Trace | None
+    instructions: int
+    sbuf_peak_bytes: int
+    target: str
+    warnings: list[str] = field(default_factory=list)
+
+
+class Kernel:
+    """A kernel function decorated with ``@nki.jit``; ``kernel[grid]`` sets an SPMD launch grid."""
+
+    def __init__(self, fn: Callable[..., Any], grid: tuple[int, ...] = (), options: dict[str, Any] | None = None) -> None:
+        self.fn = fn
+        self.grid = grid
+        self.options = dict(options or {})
+        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+
+    def __getitem__(self, grid: Any) -> Kernel:
+        g = grid if isinstance(grid, tuple) else (grid,)
+        dims: list[int] = []
+        for d in g:
+            dims.extend(getattr(d, "_nki_grid", (int(d),)))
+        if any(d < 1 for d in dims):
+            raise NkiValidationError("err_invalid_grid", f"SPMD grid {list(dims)} must have positive sizes", "<launch>:0")
+        return Kernel(self.fn, tuple(dims), self.options)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        ctx = memory.running()
+        if ctx is not None:
+            if self.grid:
+                raise NkiRuntimeError(
+                    "err_nested_kernel_with_spmd_grid",
+                    f"Calling kernel with spmd grid ({self.fn.__name__}{list(self.grid)}) inside another kernel is not supported",
+                )
+            return self.fn(*args, **kwargs)
+        return run_kernel(self, args, kwargs).outputs
+
+    def __repr__(self) -> str:
+        return f"<nki kernel {self.fn.__name__}{list(self.grid) if self.grid else ''}>"
+
+
+def jit(fn: Callable[..., Any] | None = None, mode: Any = None, **kwargs: Any) -> Any:
+    """Mark a kernel. ``platform_target=`` is an error in NKI 0.3+ (use the target option or env var)."""
+    if "platform_target" in kwargs:
+        raise NkiTypeError(
+            "err_jit_platform_target", "nki.jit(platform_target=...) is not supported in NKI 0.3+; set NEURON_PLATFORM_TARGET_OVERRIDE", "<decorator>:0"
+        )
+    if fn is None:
+        return lambda f: jit(f, mode=mode, **kwargs)
+    if isinstance(fn, Kernel):
+        return fn
+    return Kernel(fn, options=kwargs)
+
+
+def simulate(kernel: Any, *, target: str | Target | None = None, trace: Trace | None = None) -> Callable[..., Any]:
+    """``nki.simulate(kernel)(*arrays)``: run on the emulator and return NumPy (or torch) outputs."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return run_kernel(kernel, args, kwargs, target=target, trace=trace).outputs
+
+    return call
+
+
+def _torch_to_numpy(x: Any) -> np.ndarray | None:
+    mod = type(x).__module__
+    if not mod.startswith("torch"):
+        return None
+    import torch  # lazily: only when the caller passed a torch tensor
+
+    t = x.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(dt.bfloat16)
+    return t.numpy()
+
+
+def _numpy_to_torch(a: np.ndarray) -> Any:
+    import torch
+
+    if a.dtype == dt.bfloat16:
+        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
+class _Arg:
+    """Bookkeeping for one array argument: its alloc and how to write back in-place updates."""
+
+    __slots__ = ("alloc", "original", "copied")
+
+    def __init__(self, alloc: memory.Alloc, original: np.ndarray | None, copied: bool) -> None:
+        self.alloc = alloc
+        self.original = original
+        self.copied = copied
+
+
+def _wrap(ctx: KernelContext, value: Any, name: str, args: list[_Arg], torch_in: list[bool]) -> Any:
+    if isinstance(value, NkiTensor):
+        raise NkiTypeError("err_kernel_arg", f"kernel argument `{name}` is an NKI tensor from another kernel run", "<launch>:0")
+    if isinstance(value, ShapeSpec):
+        alloc = ctx.allocate(tuple(value.shape), dt.as_dtype(value.dtype), hbm, name)
+        alloc.is_input = True
+        alloc.written = True
+        return NkiTensor._whole(alloc)
+    arr = _torch_to_numpy(value)
+    if arr is not None:
+        torch_in.append(True)
+    elif isinstance(value, np.ndarray):
+        arr = value
+    if arr is None:
+        if isinstance(value, (list, tuple)):
+            return type(value)(_wrap(ctx, v, f"{name}[{i}]", args, torch_in) for i, v in enumerate(value))
+        return value
+    if arr.dtype == np.float64:
+        raise NkiTypeError("err_kernel_arg_dtype", f"kernel argument `{name}` is float64, which NKI does not support; pass float32", "<launch>:0")
+    d = dt.as_dtype(arr.dtype)
+    alloc = ctx.allocate(tuple(arr.shape), d, hbm, name)
+    alloc.is_input = True
+    alloc.written = True
+    copied = True
+    if alloc.data is not None:
+        if arr.flags.c_contiguous and arr.dtype == alloc.data.dtype and arr.flags.writeable:
+            alloc.data = arr.reshape(-1)
+            copied = False
+        else:
+            alloc.data[...] = arr.reshape(-1)
+    args.append(_Arg(alloc, arr, copied))
+    return NkiTensor._whole(alloc)
+
+
+def _unwrap(value: Any, to_torch: bool, compute: bool) -> Any:
+    if isinstance(value, NkiTensor):
+        a = value._a
+        if not a.written:
+            raise NkiRuntimeError(
+                "err_tensor_output_not_written_to", f"output tensor `{a.name}` is returned but never written by the kernel", "<return>:0"
+            )
+        if not compute:
+            return ShapeSpec(tuple(value.shape), dt.dtype_name(value.dtype))
+        out = np.array(value._np(), copy=True)
+        if value.dtype == dt.tfloat32:
+            out = out.astype(np.float32)
+        return _numpy_to_torch(out) if to_torch else out
+    if isinstance(value, (tuple, list)):
+        return type(value)(_unwrap(v, to_torch, compute) for v in value)
+    if isinstance(value, dict):
+        return {k: _unwrap(v, to_torch, compute) for k, v in value.items()}
+    return value
+
+
+def run_kernel(
+    kernel: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any] | None = None,
+    *,
+    target: str | Target | None = None,
+    trace: Trace | None = None,
+    timing_only: bool = False,
+    api: str = "0.3",
+) -> RunResult:
+    """Execute ``kernel`` on the emulator. This is the one entry all front-ends share.
+
+    Args:
+        kernel: a :class:`Kernel` (possibly with an SPMD grid) or a plain function.
+        args: NumPy arrays / torch CPU tensors / :class:`ShapeSpec` placeholders / Python values.
+        target: ``trn1``, ``trn2``, ``trn3`` (default: env override, else trn2).
+        trace: the caller's trace to append instruction records to (``None``: no tracing).
+        timing_only: allocate no tensor data and compute nothing; only control flow and the trace.
+        api: ``"0.3"`` for ``import nki`` kernels, ``"0.1"`` for ``neuronxcc.nki`` kernels.
+    """
+    if memory._CURRENT is not None:
+        raise NkiRuntimeError("err_nested_launch", "a kernel launch from inside a running kernel is not supported", "<launch>:0")
+    k = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
+    tgt = get_target(target)
+    ctx = KernelContext(tgt, trace, compute=not timing_only, api=api)
+    if trace is not None:
+        trace.target = tgt.name
+    grid = k.grid or ()
+    ctx.grid = grid
+    arg_records: list[_Arg] = []
+    torch_in: list[bool] = []
+    import warnings
+
+    memory._CURRENT = ctx
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            targs = [_wrap(ctx, a, _param_name(k.fn, i), arg_records, torch_in) for i, a in enumerate(args)]
+            tkw = {n: _wrap(ctx, v, n, arg_records, torch_in) for n, v in (kwargs or {}).items()}
+            result: Any = None
+            programs = list(itertools.product(*(range(g) for g in grid))) if grid else [()]
+            for pid in programs:
+                ctx.program_id = pid
+                ctx.shared_cursor = 0
+                r = k.fn(*targs, **tkw)
+                if pid == programs[0]:
+                    result = r
+            outputs = _unwrap(result, bool(torch_in), ctx.compute)
+        for a in arg_records:
+            if a.copied and a.alloc.data is not None and a.original is not None and a.original.flags.writeable:
+                a.original[...] = a.alloc.data.reshape(a.original.shape)
+    finally:
+        memory._CURRENT = None
+    msgs = [str(w.message) for w in caught]
+    if trace is not None:
+        trace.warnings.extend(msgs)
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return RunResult(outputs, trace, ctx.seq, ctx.sbuf_peak, tgt.name, msgs)
+
+
+def _param_name(fn: Callable[..., Any], i: int) -> str:
+    code = getattr(fn, "__code__", None)
+    if code is not None and i < code.co_argcount:
+        return code.co_varnames[i]
+    return f"arg{i}"
+

@@ -1,0 +1,354 @@
+"""Shared machinery of every emulated instruction: operand checks, recording, numerics.
+
+Each NKI op follows the same three steps — validate operands against the hardware
+rules, append one :class:`~nkiagent.emu.trace.Instruction` to the caller's trace, then
+(unless timing-only) compute with one or a few NumPy calls. The helpers here keep those
+steps uniform, so error texts and trace records look the same across ops.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import dtypes as dt
+from .errors import NkiTypeError, NkiUnsupportedError, NkiValidationError, kernel_location, warn
+from .memory import KernelContext, current, sbuf
+from .tensor import NkiTensor
+from .trace import Access, Instruction
+
+__all__ = [
+    "record",
+    "tile",
+    "require_tensor",
+    "check_memory",
+    "check_partitions",
+    "check_same_shape_pp",
+    "check_compute_operand",
+    "f32",
+    "write",
+    "assign",
+    "convert",
+    "accumulate_into",
+    "read_scalar_index",
+    "read_vector_index",
+    "scalar_or_column",
+    "engine_name",
+]
+
+ON_CHIP = frozenset({"sbuf", "psum"})
+SBUF_ONLY = frozenset({"sbuf"})
+HBM = frozenset({"hbm", "shared_hbm", "private_hbm"})
+ANY = ON_CHIP | HBM
+
+_ENGINE_NAMES = {0: "unknown", 1: "tensor", 2: "scalar", 3: "gpsimd", 4: "dma", 5: "vector", 6: "sync"}
+
+
+def engine_name(engine: Any, default: str) -> str:
+    """Normalize an ``nisa.engine`` value; ``unknown`` resolves to the op's default engine."""
+    if engine is None:
+        return default
+    value = getattr(engine, "value", engine)
+    if isinstance(value, str):
+        name = value
+    else:
+        if isinstance(value, int) and not hasattr(engine, "value") and current().api != "0.1":
+            raise NkiTypeError("err_enum_int_literal", f"engine must be an nisa.engine member, not the integer {value}")
+        name = _ENGINE_NAMES.get(int(value), "unknown")
+    return default if name == "unknown" else name
+
+
+def _access(role: str, t: NkiTensor) -> Access:
+    meta = t._meta
+    if meta is None:
+        a = t._a
+        shape = t._shape
+        size = math.prod(shape)
+        parts = (shape[0] if shape else 1) if a.on_chip else 1
+        strides = t._strides if t._strides is not None else ()
+        meta = (
+            a.memory,
+            shape,
+            dt.dtype_name(t._dtype),
+            parts,
+            size // max(parts, 1),
+            size * dt.storage_dtype(t._dtype).itemsize,
+            strides,
+            bool(strides) and (strides[-1] == 1 or shape[-1] == 1),
+            t.region(),
+            t._addr is not None,
+        )
+        t._meta = meta
+    return Access(role, *meta)
+
+
+def record(
+    ctx: KernelContext,
+    op: str,
+    engine: str,
+    reads: Iterable[tuple[str, NkiTensor]],
+    writes: Iterable[tuple[str, NkiTensor]],
+    **attrs: Any,
+) -> None:
+    """Append one instruction to the caller's trace (if tracing) and count it."""
+    if ctx.trace is not None:
+        ctx.trace.append(
+            Instruction(
+                ctx.seq,
+                op,
+                engine,
+                tuple(_access(r, t) for r, t in reads),
+                tuple(_access(r, t) for r, t in writes),
+                kernel_location(),
+                ctx.program_id,
+                tuple((l[0], l[1], l[2]) for l in ctx.loops),
+                attrs,
+            )
+        )
+    ctx.seq += 1
+
+
+def tile(shape: Sequence[int], dtype: Any, buffer: Any = sbuf, name: str = "") -> NkiTensor:
+    """Allocate a fresh tile (used by ``nl.*`` functions that return new tensors)."""
+    ctx = current()
+    alloc = ctx.allocate(tuple(shape), dt.as_dtype(dtype), buffer, name)
+    return NkiTensor._whole(alloc)
+
+
+def require_tensor(op: str, role: str, t: Any) -> NkiTensor:
+    if not isinstance(t, NkiTensor):
+        raise NkiTypeError("err_expected_tensor", f"{op}: operand '{role}' must be an NKI tensor, got {type(t).__name__}")
+    return t
+
+
+def check_memory(op: str, role: str, t: NkiTensor, allowed: frozenset[str]) -> None:
+    """``err_unsupported_memory`` in AWS's wording when ``t`` lives in the wrong memory."""
+    mem = t._a.memory
+    if mem not in allowed:
+        want = "|".join(sorted({"hbm" if m in HBM else m for m in allowed}, reverse=True))
+        got = "hbm" if mem in HBM else mem
+        raise NkiValidationError(
+            "err_unsupported_memory",
+            f"Expected operand '{role}' of '{op}' to be in address space '{want}', but got a tile in '{got}' instead.",
+        )
+
+
+def check_partitions(ctx: KernelContext, op: str, role: str, t: NkiTensor, start_rule: bool = True) -> None:
+    """Partition dim ≤ pmax, and for compute engines (``start_rule``) dim 0 steps partitions and starts legally."""
+    if not t._a.on_chip:
+        return
+    p = t._shape[0] if t._shape else 1
+    if p > ctx.target.pmax:
+        raise NkiValidationError("err_num_partition_exceed_arch_limit", f"{op} {role} partition dimension {p} exceeds maximum {ctx.target.pmax}")
+    if start_rule and t._strides is not None and p > 1:
+        row = t._bpp_elems()
+        if t._strides[0] != row:
+            raise NkiValidationError(
+                "err_partition_dim_not_first",
+                f"{op} {role}: dimension 0 of the access must step one partition at a time (stride {t._strides[0]} elements, partition size {row})",
+            )
+    if start_rule and p > 0:
+        start = t.partition_start()
+        allowed = (0,) if p > 64 else (0, 64) if p > 32 else (0, 32, 64, 96)
+        if start not in allowed:
+            raise NkiValidationError(
+                "err_start_partition",
+                f"{op} {role} starts at partition {start}; an access of {p} partitions must start at partition "
+                f"{' or '.join(map(str, allowed))}",
+            )
+
+
+def _fmt(t: NkiTensor, role: str) -> str:
+    return f"{role}[{', '.join(map(str, t._shape))}]"
+
+
+def check_same_shape_pp(op: str, named: Sequence[tuple[str, NkiTensor]]) -> None:
+    """Same partition count and same elements per partition (no broadcasting)."""
+    first_role, first = named[0]
+    p0 = first._shape[0] if first._shape else 1
+    for role, t in named[1:]:
+        p = t._shape[0] if t._shape else 1
+        if p != p0:
+            raise NkiValidationError(
+                "err_num_partition_mismatch",
+                f"number of partitions (dimension 0 size of a tile) mismatch in parameters ({', '.join(_fmt(x, r) for r, x in named)}) of '{op}'",
+            )
+    e0 = first.size // max(p0, 1)
+    for role, t in named[1:]:
+        e = t.size // max(t._shape[0] if t._shape else 1, 1)
+        if e != e0:
+            raise NkiValidationError(
+                "err_free_size_mismatch",
+                f"number of elements per partition mismatch in parameters ({', '.join(_fmt(x, r) for r, x in named)}) of '{op}': "
+                f"{e0} vs {e}; {op} does not broadcast",
+            )
+
+
+def check_compute_operand(ctx: KernelContext, op: str, role: str, t: Any, engine: str, allowed: frozenset[str] = ON_CHIP) -> NkiTensor:
+    """A compute-engine operand: tensor, on chip, engine may touch its memory, partition rules, free-size cap."""
+    t = require_tensor(op, role, t)
+    if engine == "gpsimd":
+        allowed = allowed & SBUF_ONLY
+    elif engine == "tensor" and role != "dst":
+        allowed = allowed & SBUF_ONLY
+    check_memory(op, role, t, allowed)
+    check_partitions(ctx, op, role, t)
+    if engine in ("vector", "scalar", "gpsimd"):
+        epp = t.size // max(t._shape[0] if t._shape else 1, 1)
+        cap = 4096 if t._a.memory == "psum" else 65536
+        if epp > cap:
+            raise NkiValidationError(
+                "err_free_size_exceed_arch_limit",
+                f"{op} {role} has {epp} elements per partition; {engine} engine instructions allow at most {cap} from {t._a.memory.upper()}",
+            )
+    return t
+
+
+def f32(t: NkiTensor) -> np.ndarray:
+    """The tensor's values as float32 (the Vector/Scalar/GpSimd engines compute in fp32)."""
+    v = t._np()
+    return v if v.dtype == np.float32 else v.astype(np.float32)
+
+
+def write(ctx: KernelContext, t: NkiTensor, values: np.ndarray) -> None:
+    """Store computed values into ``t`` with its dtype's rounding; updates PSUM/output bookkeeping."""
+    a = t._a
+    a.written = True
+    t._store(values)
+    if a.acc_open is not None:
+        t._geom(a.acc_open)[...] = False
+
+
+def close_psum_group(t: NkiTensor) -> None:
+    """A non-matmul read of PSUM ends the accumulation group there: the next matmul overwrites."""
+    a = t._a
+    if a.acc_open is not None and t._addr is None:
+        t._geom(a.acc_open)[...] = False
+
+
+def scalar_or_column(op: str, role: str, value: Any, data: NkiTensor, fp32_only: bool = True) -> np.ndarray | float:
+    """A scalar, or a ``(P, 1)`` tile broadcast along the free dims (tensor_scalar / activation operands)."""
+    if isinstance(value, NkiTensor):
+        p = data._shape[0]
+        if value._shape[0] != p or value.size != p:
+            raise NkiValidationError(
+                "err_operand_not_column",
+                f"{op} {role} must be a scalar or a [{p}, 1] vector spanning the partition dimension, got {list(value._shape)}",
+            )
+        if fp32_only and value._dtype != dt.float32:
+            raise NkiValidationError(
+                "err_operand_dtype", f"{op} {role} must be float32 (hardware requires fp32 scalar operands), got {dt.dtype_name(value._dtype)}"
+            )
+        if not current().compute:
+            return 0.0
+        col = f32(value).reshape((p,) + (1,) * (data.ndim - 1))
+        close_psum_group(value)
+        return col
+    if isinstance(value, (int, float, np.integer, np.floating, bool)):
+        return np.float32(value)
+    raise NkiTypeError("err_operand_type", f"{op} {role} must be a scalar or a (P, 1) tile, got {type(value).__name__}")
+
+
+def read_scalar_index(value: Any) -> int:
+    """Value of a dynamic scalar offset: an int, a register, or a (1, 1) integer tile."""
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    reg_value = getattr(value, "_nki_register_value", None)
+    if reg_value is not None:
+        return int(reg_value())
+    if isinstance(value, NkiTensor):
+        if value.size != 1:
+            raise NkiValidationError("err_scalar_offset", f"scalar_offset must be a [1, 1] tile, got {list(value._shape)}")
+        ctx = current()
+        record(ctx, "register_load", "sync", [("src", value)], [])
+        return int(value._np().reshape(-1)[0]) if ctx.compute else 0
+    raise NkiTypeError("err_scalar_offset", f"scalar_offset must be an int, register or [1, 1] tile, got {type(value).__name__}")
+
+
+def read_vector_index(value: NkiTensor, rows: int) -> np.ndarray:
+    """Per-partition indices from a ``(P, 1)`` integer tile in SBUF."""
+    if value._a.memory != "sbuf" or not dt.is_int(value._dtype) or value._shape[0] != rows or value.size != rows:
+        raise NkiValidationError(
+            "err_vector_offset",
+            f"vector_offset must be a [{rows}, 1] int32/uint32 tile in SBUF, got {list(value._shape)} {dt.dtype_name(value._dtype)} in {value._a.memory}",
+        )
+    if not current().compute:
+        return np.zeros(rows, dtype=np.int64)
+    return value._np().reshape(-1).astype(np.int64)
+
+
+def _copy_engine_op(dst: NkiTensor, src: NkiTensor) -> str:
+    hbm_side = src._a.memory in HBM or dst._a.memory in HBM
+    return "dma_copy" if hbm_side else "tensor_copy"
+
+
+def assign(dst: NkiTensor, value: Any) -> None:
+    """``dst[...] = value``: a tile is copied (cast to dst's dtype), a number fills."""
+    from . import isa
+
+    if isinstance(value, NkiTensor):
+        if value.size != dst.size and value._shape[0] == dst._shape[0] and value.size // value._shape[0] == 1:
+            value = value.broadcast(1, dst.size // dst._shape[0]) if value.ndim == 2 and dst.ndim == 2 else value
+        if _copy_engine_op(dst, value) == "dma_copy":
+            isa.dma_copy(dst=dst, src=value)
+        else:
+            isa.tensor_copy(dst=dst, src=value)
+        return
+    if isinstance(value, (int, float, np.integer, np.floating, bool)):
+        if dst._a.memory in HBM:
+            raise NkiValidationError("err_hbm_tensor_with_init_value_not_supported", "Creating HBM tensor with init value is not supported.")
+        isa.memset(dst=dst, value=type(value)(value) if not dt.is_int(dst._dtype) else int(value))
+        return
+    raise NkiTypeError("err_invalid_assignment", f"cannot assign {type(value).__name__} to tensor `{dst.name}`")
+
+
+def convert(src: NkiTensor, dtype: np.dtype) -> NkiTensor:
+    """A new tile with ``src``'s values converted to ``dtype``."""
+    out = tile(src._shape, dtype)
+    assign(out, src)
+    return out
+
+
+def accumulate_into(dst: NkiTensor, value: Any, op: str) -> None:
+    """``dst += value``: PSUM accumulation for matmul results, else an in-place ALU op."""
+    from . import isa
+    from . import language as nl
+
+    pending = getattr(value, "_nki_pending_matmul", None)
+    if pending is not None and op == "add":
+        pending(dst)
+        return
+    fn = getattr(nl, op)
+    if isinstance(value, NkiTensor):
+        isa.tensor_tensor(dst=dst, data1=dst, data2=value, op=fn)
+    else:
+        isa.tensor_scalar(dst=dst, data=dst, op0=fn, operand0=value)
+
+
+def check_act_range(func: Any, values: np.ndarray, op: str) -> None:
+    """Warn when an activation's input leaves the range its piecewise polynomial is valid on."""
+    if func.lo == -np.inf and func.hi == np.inf:
+        return
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return
+    mag = np.abs(finite) if func.symmetric else finite
+    if func.symmetric:
+        bad = np.any((mag < func.lo) | (mag > func.hi))
+        rng = f"±[{func.lo:g}, {func.hi:g}]"
+    else:
+        bad = np.any((mag < func.lo) | (mag > func.hi))
+        rng = f"[{func.lo:g}, {func.hi:g}]"
+    if bad:
+        warn(f"{op}: input to {func.name} outside its valid range {rng} (min {finite.min():g}, max {finite.max():g}); hardware output is undefined there")
+
+
+def not_emulated(name: str, module: str, available: Iterable[str]) -> NkiUnsupportedError:
+    from .alu import suggest
+
+    return NkiUnsupportedError(
+        "err_not_emulated", f"{module}.{name} is not supported by the nkiagent emulator{suggest(name, available)}", kernel_location()
+    )

@@ -1,0 +1,592 @@
+"""``NkiTensor``: an opaque view of emulator memory.
+
+A tensor is (allocation, shape, strides, offset, dtype), or for indirect accesses an
+explicit array of element addresses. Views share storage. Kernel code can index,
+reshape and pass tensors to NKI APIs, but cannot see their numbers: there is no
+``__array__``, no buffer protocol, no data attribute, NumPy ufuncs refuse tiles, and
+Python arithmetic dispatches to the same recorded ops as ``nl.add`` & co.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from . import dtypes as dt
+from .errors import NkiOutOfBoundsError, NkiTypeError, NkiUnsupportedError, NkiValidationError
+from .memory import Alloc, Buffer, BUFFERS
+from .trace import Region
+
+__all__ = ["NkiTensor", "DynSlice", "ds", "index_hook"]
+
+#: Set by the legacy front-end to handle ``nl.arange``/``nl.mgrid`` index grids (issue 9).
+index_hook: Any = None
+
+
+class DynSlice:
+    """``nl.ds(start, size)``: the slice ``start : start + size``."""
+
+    __slots__ = ("start", "size")
+
+    def __init__(self, start: Any, size: int) -> None:
+        self.start = start
+        self.size = size
+
+    def as_slice(self) -> slice:
+        start = int(self.start)
+        return slice(start, start + int(self.size))
+
+    def __repr__(self) -> str:
+        return f"nl.ds({self.start}, {self.size})"
+
+
+def ds(start: Any, size: int) -> DynSlice:
+    """A slice of ``size`` elements starting at ``start`` (``nl.ds``)."""
+    return DynSlice(start, size)
+
+
+def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return tuple(reversed(strides))
+
+
+class NkiTensor:
+    """A view of an allocation. See the module docstring for what it refuses to do."""
+
+    __slots__ = ("_a", "_shape", "_strides", "_offset", "_dtype", "_addr", "_valid", "_npv", "_meta", "__weakref__")
+    __array_ufunc__ = None  # NumPy ufuncs on tiles raise TypeError: no free host compute.
+    __array_priority__ = 1000
+
+    def __init__(
+        self,
+        alloc: Alloc,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...] | None,
+        offset: int,
+        dtype: np.dtype,
+        addr: np.ndarray | None = None,
+        valid: np.ndarray | None = None,
+    ) -> None:
+        self._a = alloc
+        self._shape = shape
+        self._strides = strides
+        self._offset = offset
+        self._dtype = dtype
+        self._addr = addr
+        self._valid = valid
+        self._npv: np.ndarray | None = None
+        self._meta: tuple[Any, ...] | None = None
+
+    @classmethod
+    def _whole(cls, alloc: Alloc) -> NkiTensor:
+        return cls(alloc, alloc.shape, _row_major(alloc.shape), 0, alloc.dtype)
+
+    # -- public attributes (metadata only) -------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._dtype
+
+    @property
+    def buffer(self) -> Buffer:
+        return BUFFERS[self._a.memory]
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self._shape)
+
+    @property
+    def name(self) -> str:
+        return self._a.name
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        return self._strides if self._strides is not None else ()
+
+    @property
+    def offset(self) -> int:
+        return self._offset
+
+    def __len__(self) -> int:
+        return self._shape[0] if self._shape else 1
+
+    def __repr__(self) -> str:
+        return f"NkiTensor(name={self._a.name!r}, shape={self._shape}, dtype={dt.dtype_name(self._dtype)}, buffer={self._a.memory})"
+
+    # -- opacity ----------------------------------------------------------------------------------
+    def __bool__(self) -> bool:
+        raise NkiTypeError(
+            "err_ambiguous_tensor_truth_value",
+            "ValueError: Cannot evaluate truth value of a multi-element tensor/array. "
+            "(dynamic control-flow depending on tensor value is not supported.)",
+        )
+
+    def _no_host(self, *args: Any) -> Any:
+        raise NkiTypeError(
+            "err_dynamic_control_flow_not_supported",
+            f"dynamic control-flow depending on tensor value is not supported. (`{self._a.name}` cannot be converted to a Python number)",
+        )
+
+    __float__ = __int__ = __index__ = __complex__ = _no_host
+
+    def __iter__(self) -> Any:
+        raise NkiTypeError("err_tensor_not_iterable", f"tensor `{self._a.name}` cannot be iterated on the host; index it or use an NKI loop")
+
+    def __reduce__(self) -> Any:
+        raise NkiTypeError("err_tensor_not_serializable", f"tensor `{self._a.name}` cannot be pickled or copied out of the kernel")
+
+    __hash__ = object.__hash__
+
+    # -- geometry ---------------------------------------------------------------------------------
+    def _bpp_elems(self) -> int:
+        """Elements (of this view's dtype) per partition row of the storage."""
+        a = self._a
+        return (a.bytes_pp // self._dtype_itemsize()) if a.on_chip else 0
+
+    def _dtype_itemsize(self) -> int:
+        return dt.storage_dtype(self._dtype).itemsize
+
+    def _storage_elems(self) -> int:
+        return self._a.partitions * self._a.bytes_pp // self._dtype_itemsize()
+
+    def _span(self) -> tuple[int, int]:
+        """Lowest and highest element address touched (in this view's dtype units)."""
+        if self._addr is not None:
+            sel = self._addr if self._valid is None else self._addr[self._valid]
+            if sel.size == 0:
+                return 0, -1
+            return int(sel.min()), int(sel.max())
+        lo = hi = self._offset
+        if any(n == 0 for n in self._shape):
+            return self._offset, self._offset - 1
+        for n, s in zip(self._shape, self._strides):
+            if s >= 0:
+                hi += s * (n - 1)
+            else:
+                lo += s * (n - 1)
+        return lo, hi
+
+    def region(self) -> Region:
+        """A conservative box of the memory this view touches, in bytes within partitions."""
+        isz = self._dtype_itemsize()
+        lo, hi = self._span()
+        a = self._a
+        if not a.on_chip:
+            return Region(a.uid, 0, 0, lo * isz, (hi + 1) * isz)
+        row = self._bpp_elems()
+        p_lo, p_hi = lo // row, hi // row
+        if p_lo == p_hi or self._addr is not None:
+            f_lo, f_hi = (lo % row, hi % row + 1) if p_lo == p_hi else (0, row)
+        else:
+            f_lo, f_hi = self._offset % row, self._offset % row + 1
+            clean = True
+            for n, s in zip(self._shape, self._strides):
+                if n <= 1 or s % row == 0:
+                    continue
+                if abs(s) * (n - 1) >= row:
+                    clean = False
+                    break
+                if s > 0:
+                    f_hi += s * (n - 1)
+                else:
+                    f_lo += s * (n - 1)
+            if not clean or f_lo < 0 or f_hi > row:
+                f_lo, f_hi = 0, row
+        return Region(a.uid, p_lo, p_hi, f_lo * isz, f_hi * isz)
+
+    def partition_start(self) -> int:
+        if not self._a.on_chip:
+            return 0
+        return self._span()[0] // self._bpp_elems()
+
+    def is_contiguous(self) -> bool:
+        """True when the view is a dense row-major block (``NkiTensor.is_contiguous``)."""
+        if self._strides is None:
+            return False
+        return all(s == r or n == 1 for n, s, r in zip(self._shape, self._strides, _row_major(self._shape)))
+
+    def get_pattern(self) -> list[list[int]]:
+        """``[[stride, count], ...]`` access pattern of this view."""
+        if self._strides is None:
+            raise NkiUnsupportedError("err_indirect_pattern", f"indirect view of `{self._a.name}` has no static access pattern")
+        return [[s, n] for s, n in zip(self._strides, self._shape)]
+
+    def is_indirect(self) -> bool:
+        return self._addr is not None
+
+    # -- host-side data access (emulator internals only) -----------------------------------------
+    def _flat(self) -> np.ndarray:
+        data = self._a.data
+        sd = dt.storage_dtype(self._dtype)
+        return data if data.dtype == sd else data.view(sd)
+
+    def _np(self) -> np.ndarray:
+        """A NumPy view (or gathered copy for indirect views) of the numbers. Emulator-only."""
+        v = self._npv
+        if v is not None:
+            return v
+        flat = self._flat()
+        if self._addr is not None:
+            if self._valid is None:
+                return flat[self._addr]
+            out = np.zeros(self._shape, flat.dtype)
+            out[self._valid] = flat[self._addr[self._valid]]
+            return out
+        isz = flat.itemsize
+        v = np.ndarray(self._shape, flat.dtype, buffer=flat, offset=self._offset * isz, strides=tuple(s * isz for s in self._strides))
+        self._npv = v
+        return v
+
+    def _geom(self, arr: np.ndarray) -> np.ndarray:
+        """View ``arr`` (flat, same element count as storage) with this view's geometry."""
+        if self._addr is not None:
+            return arr[self._addr]
+        isz = arr.itemsize
+        return np.ndarray(self._shape, arr.dtype, buffer=arr, offset=self._offset * isz, strides=tuple(s * isz for s in self._strides))
+
+    def _store(self, values: np.ndarray) -> None:
+        """Write ``values`` (any float/int array broadcastable to the view) with storage rounding."""
+        vals = dt.store_cast(np.asarray(values), self._dtype)
+        if self._addr is None:
+            target = self._np()
+            target[...] = vals
+        else:
+            flat = self._flat()
+            vals = np.broadcast_to(vals, self._shape)
+            if self._valid is None:
+                flat[self._addr] = vals
+            else:
+                flat[self._addr[self._valid]] = vals[self._valid]
+
+    # -- views ------------------------------------------------------------------------------------
+    def _view(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int, dtype: np.dtype | None = None) -> NkiTensor:
+        return NkiTensor(self._a, shape, strides, offset, dtype if dtype is not None else self._dtype)
+
+    def _check_bounds(self, view: NkiTensor) -> NkiTensor:
+        lo, hi = view._span()
+        if hi >= lo and (lo < 0 or hi >= self._storage_elems()):
+            raise NkiOutOfBoundsError(
+                "err_tensor_access_out_of_bound",
+                f"Out-of-bound access for tensor `{self._a.name}`: element range [{lo}, {hi}] exceeds its storage of {self._storage_elems()} elements",
+            )
+        return view
+
+    def __getitem__(self, index: Any) -> NkiTensor:
+        if self._strides is None:
+            raise NkiUnsupportedError("err_nested_indirect", f"cannot index the indirect view of `{self._a.name}` again")
+        if not isinstance(index, tuple):
+            index = (index,)
+        if index_hook is not None and any(getattr(i, "_nki_index_grid", False) for i in index):
+            return index_hook(self, index)
+        if sum(1 for i in index if i is Ellipsis) > 1:
+            raise NkiTypeError("err_invalid_index", "an index can only have a single ellipsis ('...')")
+        n_real = sum(1 for i in index if i is not Ellipsis and i is not None)
+        if n_real > self.ndim:
+            raise NkiTypeError("err_too_many_indices", f"too many indices for tensor `{self._a.name}` of {self.ndim} dimensions: {n_real} given")
+        fill = [slice(None)] * (self.ndim - n_real)
+        if any(i is Ellipsis for i in index):
+            pos = next(k for k, i in enumerate(index) if i is Ellipsis)
+            expanded: list[Any] = list(index[:pos]) + fill + list(index[pos + 1 :])
+        else:
+            expanded = list(index) + fill
+        shape: list[int] = []
+        strides: list[int] = []
+        offset = self._offset
+        on_chip = self._a.on_chip
+        dim = 0
+        int_dims: list[int] = []
+        for item in expanded:
+            if item is None:
+                shape.append(1)
+                strides.append(0)
+                continue
+            n, s = self._shape[dim], self._strides[dim]
+            if isinstance(item, DynSlice):
+                item = item.as_slice()
+            if isinstance(item, slice):
+                start, stop, step = self._slice_bounds(item, n, dim)
+                count = max(0, -(-(stop - start) // step)) if step > 0 else max(0, -(-(start - stop) // -step))
+                offset += start * s
+                shape.append(count)
+                strides.append(s * step)
+            elif isinstance(item, (int, np.integer)):
+                k = int(item)
+                if k < 0:
+                    k += n
+                if not 0 <= k < n:
+                    raise NkiOutOfBoundsError(
+                        "err_tensor_access_out_of_bound",
+                        f"Out-of-bound access for tensor `{self._a.name}` on dimension {dim}: index {int(item)} exceed dimension size of {n}",
+                    )
+                offset += k * s
+                if on_chip and (dim == self._a.pdim or dim == 0):
+                    shape.append(1)  # an integer on the partition dim keeps a size-1 dim
+                    strides.append(s)
+                else:
+                    int_dims.append(len(shape))
+                    shape.append(1)
+                    strides.append(s)
+            elif isinstance(item, NkiTensor):
+                raise NkiUnsupportedError(
+                    "err_tensor_index", f"indexing `{self._a.name}` with a tensor is not supported; use .ap(vector_offset=...) or nisa.dma_copy with an indirect view"
+                )
+            else:
+                raise NkiTypeError("err_invalid_index", f"invalid index {item!r} for tensor `{self._a.name}` (use ints, slices, nl.ds or ...)")
+            dim += 1
+        # Integer-indexed free dims drop, unless that would leave an on-chip tensor below 2-D.
+        keep_min = 2 if on_chip else 0
+        for pos in reversed(int_dims):
+            if len(shape) > keep_min:
+                del shape[pos]
+                del strides[pos]
+        view = self._view(tuple(shape), tuple(strides), offset)
+        return self._check_bounds(view)
+
+    def _slice_bounds(self, item: slice, n: int, dim: int) -> tuple[int, int, int]:
+        step = 1 if item.step is None else int(item.step)
+        if step == 0:
+            raise NkiTypeError("err_invalid_index", "slice step cannot be zero")
+        if step > 0:
+            start = 0 if item.start is None else int(item.start)
+            stop = n if item.stop is None else int(item.stop)
+            if start < 0:
+                start += n
+            if stop < 0:
+                stop += n
+            if start < 0 or stop > n:
+                raise NkiOutOfBoundsError(
+                    "err_tensor_access_out_of_bound",
+                    f"Out-of-bound access for tensor `{self._a.name}` on dimension {dim}: index range [{start}, {stop - 1}] exceed dimension size of {n}",
+                )
+            return start, max(start, stop), step
+        start = n - 1 if item.start is None else int(item.start)
+        stop = -1 if item.stop is None else int(item.stop)
+        if item.start is not None and start < 0:
+            start += n
+        if item.stop is not None and stop < 0:
+            stop += n
+        if start >= n or stop < -1:
+            raise NkiOutOfBoundsError(
+                "err_tensor_access_out_of_bound",
+                f"Out-of-bound access for tensor `{self._a.name}` on dimension {dim}: index range [{stop + 1}, {start}] exceed dimension size of {n}",
+            )
+        return start, min(start, stop), step
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        """``t[...] = value``: copy (with cast) or fill, recorded like ``tensor_copy`` / ``dma_copy`` / ``memset``."""
+        from .ops import assign
+
+        assign(self[index], value)
+
+    def reshape(self, shape: Any) -> NkiTensor:
+        """View with a new shape; element count must match and no copy may be needed."""
+        shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+        if math.prod(shape) != self.size:
+            raise NkiValidationError(
+                "err_reshape_size", f"cannot reshape `{self._a.name}` of shape {list(self._shape)} ({self.size} elements) to {list(shape)}"
+            )
+        if self._strides is None:
+            raise NkiUnsupportedError("err_indirect_reshape", f"cannot reshape the indirect view of `{self._a.name}`")
+        probe = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), shape=self._shape, strides=self._strides)
+        try:
+            reshaped = np.reshape(probe, shape, copy=False)
+        except ValueError:
+            raise NkiValidationError(
+                "err_reshape_not_view",
+                f"cannot reshape `{self._a.name}` view {list(self._shape)} with strides {list(self._strides)} to {list(shape)} without a copy",
+            ) from None
+        return self._view(shape, tuple(reshaped.strides), self._offset)
+
+    def slice(self, dim: int, start: int, end: int, step: int = 1) -> NkiTensor:
+        idx: list[Any] = [slice(None)] * self.ndim
+        idx[dim] = slice(start, end, step)
+        return self[tuple(idx)]
+
+    def select(self, dim: int, index: Any) -> NkiTensor:
+        """Pick one index of ``dim`` (dropping it); a tensor index is a per-partition gather."""
+        if isinstance(index, NkiTensor):
+            if dim != 0:
+                raise NkiUnsupportedError("err_indirect_indices_free_dim", "indirect indexing is only supported on the partition (first) dimension")
+            return self.ap(self.get_pattern(), offset=self._offset, vector_offset=index, indirect_dim=0)
+        n = self._shape[dim]
+        k = int(index) + (n if int(index) < 0 else 0)
+        if not 0 <= k < n:
+            raise NkiOutOfBoundsError(
+                "err_tensor_access_out_of_bound", f"Out-of-bound access for tensor `{self._a.name}` on dimension {dim}: index {index} exceed dimension size of {n}"
+            )
+        shape = self._shape[:dim] + self._shape[dim + 1 :]
+        strides = self._strides[:dim] + self._strides[dim + 1 :]
+        return self._view(shape, strides, self._offset + k * self._strides[dim])
+
+    def permute(self, dims: Any) -> NkiTensor:
+        dims = tuple(dims)
+        if sorted(dims) != list(range(self.ndim)):
+            raise NkiTypeError("err_invalid_permute", f"permute dims {list(dims)} are not a permutation of {self.ndim} dims")
+        return self._view(tuple(self._shape[d] for d in dims), tuple(self._strides[d] for d in dims), self._offset)
+
+    def broadcast(self, dim: int, size: int) -> NkiTensor:
+        if self._shape[dim] != 1:
+            raise NkiValidationError("err_broadcast_dim", f"can only broadcast a size-1 dim; dim {dim} of `{self._a.name}` has size {self._shape[dim]}")
+        shape = list(self._shape)
+        strides = list(self._strides)
+        shape[dim], strides[dim] = int(size), 0
+        return self._view(tuple(shape), tuple(strides), self._offset)
+
+    def expand_dim(self, dim: int) -> NkiTensor:
+        return self._view(self._shape[:dim] + (1,) + self._shape[dim:], self._strides[:dim] + (0,) + self._strides[dim:], self._offset)
+
+    def squeeze_dim(self, dim: int) -> NkiTensor:
+        if self._shape[dim] != 1:
+            raise NkiValidationError("err_squeeze_dim", f"cannot squeeze dim {dim} of size {self._shape[dim]} in `{self._a.name}`")
+        return self._view(self._shape[:dim] + self._shape[dim + 1 :], self._strides[:dim] + self._strides[dim + 1 :], self._offset)
+
+    def reshape_dim(self, dim: int, shape: Any) -> NkiTensor:
+        return self.reshape(self._shape[:dim] + tuple(shape) + self._shape[dim + 1 :])
+
+    def flatten_dims(self, start: int, end: int) -> NkiTensor:
+        return self.reshape(self._shape[:start] + (math.prod(self._shape[start : end + 1]),) + self._shape[end + 1 :])
+
+    def view(self, dtype: Any) -> NkiTensor:
+        """Reinterpret the bits as ``dtype``; the last dim is rescaled by the itemsize ratio."""
+        new = dt.as_dtype(dtype)
+        old_sz, new_sz = self._dtype_itemsize(), dt.storage_dtype(new).itemsize
+        if old_sz == new_sz:
+            return self._view(self._shape, self._strides, self._offset, new)
+        if self._strides is None or (self._shape and self._strides[-1] != 1):
+            raise NkiValidationError("err_view_dtype", f"view({dt.dtype_name(new)}) needs a unit-stride last dim in `{self._a.name}`")
+        last = self._shape[-1] * old_sz
+        if last % new_sz or (self._offset * old_sz) % new_sz or any((s * old_sz) % new_sz for s in self._strides[:-1]):
+            raise NkiValidationError(
+                "err_view_dtype", f"view of `{self._a.name}` as {dt.dtype_name(new)}: byte layout is not a multiple of {new_sz} bytes"
+            )
+        shape = self._shape[:-1] + (last // new_sz,)
+        strides = tuple(s * old_sz // new_sz for s in self._strides[:-1]) + (1,)
+        return self._view(shape, strides, self._offset * old_sz // new_sz, new)
+
+    def astype(self, dtype: Any) -> NkiTensor:
+        """A new SBUF tile holding this tensor's values converted to ``dtype`` (a recorded copy)."""
+        from .ops import convert
+
+        return convert(self, dt.as_dtype(dtype))
+
+    def ap(
+        self,
+        pattern: Any,
+        offset: Any = 0,
+        scalar_offset: Any = None,
+        vector_offset: Any = None,
+        indirect_dim: int = 0,
+        dtype: Any = None,
+    ) -> NkiTensor:
+        """Explicit access pattern over the underlying storage (ignores the current view).
+
+        Address = ``offset + scalar_offset * prod(base.shape[indirect_dim+1:]) + Σ stride·i``; with
+        ``vector_offset`` (a ``(P,1)`` index tile) the indirect dim's index comes from the tile.
+        """
+        from .ops import read_scalar_index, read_vector_index
+
+        view_dtype = dt.as_dtype(dtype) if dtype is not None else self._dtype
+        pat = [(int(s), int(n)) for s, n in pattern]
+        if not pat:
+            raise NkiTypeError("err_invalid_pattern", "access pattern must have at least one [stride, count] pair")
+        base = self._a
+        offset = int(offset or 0)
+        if base.on_chip and len(pat) > 0:
+            row = self._storage_elems() // max(base.partitions, 1)
+            if pat[0][1] > 1 and pat[0][0] != row:
+                raise NkiValidationError(
+                    "err_ap_partition_stride",
+                    f"on {base.memory.upper()} the first pattern pair [{pat[0][0]}, {pat[0][1]}] of `{base.name}` must step partitions: "
+                    f"its stride must equal the storage free size {row}",
+                )
+        inner = math.prod(base.shape[indirect_dim + 1 :]) if base.shape else 1
+        if scalar_offset is not None:
+            offset += read_scalar_index(scalar_offset) * inner
+        shape = tuple(n for _, n in pat)
+        strides = tuple(s for s, _ in pat)
+        if vector_offset is None:
+            view = NkiTensor(base, shape, strides, offset, view_dtype)
+            return self._check_bounds(view)
+        if not isinstance(vector_offset, NkiTensor):
+            raise NkiTypeError("err_vector_offset", "vector_offset must be a (P, 1) integer tile in SBUF")
+        if indirect_dim != 0:
+            raise NkiUnsupportedError("err_indirect_indices_free_dim", "vector indirection only supports indirect_dim=0")
+        if base.on_chip:
+            raise NkiValidationError("err_indirect_memory", f"vector-indirect access needs an HBM tensor, but `{base.name}` is in {base.memory}")
+        idx = read_vector_index(vector_offset, shape[0])
+        grid = np.zeros(shape, dtype=np.int64)
+        for k, (s, n) in enumerate(pat[1:], start=1):
+            shp = [1] * len(shape)
+            shp[k] = n
+            grid = grid + (np.arange(n, dtype=np.int64) * s).reshape(shp)
+        rows = idx.reshape((shape[0],) + (1,) * (len(shape) - 1)) * inner
+        addr = offset + rows + grid
+        return NkiTensor(base, shape, None, offset, view_dtype, addr=addr)
+
+    # -- arithmetic dispatches to recorded NKI ops -------------------------------------------------
+    def _bin(self, name: str, other: Any, reverse: bool = False) -> Any:
+        from . import language as nl
+
+        fn = getattr(nl, name)
+        return fn(other, self) if reverse else fn(self, other)
+
+    def __add__(self, o: Any) -> Any: return self._bin("add", o)
+    def __radd__(self, o: Any) -> Any: return self._bin("add", o, True)
+    def __sub__(self, o: Any) -> Any: return self._bin("subtract", o)
+    def __rsub__(self, o: Any) -> Any: return self._bin("subtract", o, True)
+    def __mul__(self, o: Any) -> Any: return self._bin("multiply", o)
+    def __rmul__(self, o: Any) -> Any: return self._bin("multiply", o, True)
+    def __truediv__(self, o: Any) -> Any: return self._bin("divide", o)
+    def __rtruediv__(self, o: Any) -> Any: return self._bin("divide", o, True)
+    def __pow__(self, o: Any) -> Any: return self._bin("power", o)
+    def __mod__(self, o: Any) -> Any: return self._bin("mod", o)
+    def __and__(self, o: Any) -> Any: return self._bin("bitwise_and", o)
+    def __or__(self, o: Any) -> Any: return self._bin("bitwise_or", o)
+    def __xor__(self, o: Any) -> Any: return self._bin("bitwise_xor", o)
+    def __lshift__(self, o: Any) -> Any: return self._bin("left_shift", o)
+    def __rshift__(self, o: Any) -> Any: return self._bin("right_shift", o)
+    def __lt__(self, o: Any) -> Any: return self._bin("less", o)
+    def __le__(self, o: Any) -> Any: return self._bin("less_equal", o)
+    def __gt__(self, o: Any) -> Any: return self._bin("greater", o)
+    def __ge__(self, o: Any) -> Any: return self._bin("greater_equal", o)
+    def __eq__(self, o: Any) -> Any: return self._bin("equal", o)  # type: ignore[override]
+    def __ne__(self, o: Any) -> Any: return self._bin("not_equal", o)  # type: ignore[override]
+    def __neg__(self) -> Any: return _unary("negative", self)
+    def __abs__(self) -> Any: return _unary("abs", self)
+    def __invert__(self) -> Any: return _unary("invert", self)
+
+    def __iadd__(self, o: Any) -> NkiTensor:
+        from .ops import accumulate_into
+
+        accumulate_into(self, o, "add")
+        return self
+
+    def __isub__(self, o: Any) -> NkiTensor:
+        from .ops import accumulate_into
+
+        accumulate_into(self, o, "subtract")
+        return self
+
+    def __imul__(self, o: Any) -> NkiTensor:
+        from .ops import accumulate_into
+
+        accumulate_into(self, o, "multiply")
+        return self
+
+
+def _unary(name: str, x: NkiTensor) -> Any:
+    from . import language as nl
+
+    return getattr(nl, name)(x)
