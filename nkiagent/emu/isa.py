@@ -88,6 +88,10 @@ class dma_engine(enum.IntEnum):
     gpsimd_dma = 2
 
 
+import nkiagent.emu.ops as _ops  # noqa: E402
+
+_ops._UNKNOWN = engine.unknown
+
 # Legacy aliases (0.1 kernels write nisa.vector_engine etc.)
 tensor_engine = engine.tensor
 vector_engine = engine.vector
@@ -273,9 +277,12 @@ def affine_select(dst: Any, pattern: Any, channel_multiplier: Any, on_true_tile:
 # --------------------------------------------------------------------------------------------
 # Vector / Scalar / GpSimd compute
 # --------------------------------------------------------------------------------------------
+_INT32S = (dt.int32, dt.uint32)
+
+
 def _alu_engine(alu: Any, eng: Any, *tiles: NkiTensor) -> str:
     default = "vector"
-    if alu.name == "power" or any(t.dtype in (dt.int32, dt.uint32) for t in tiles):
+    if alu.name == "power" or any(t._dtype in _INT32S for t in tiles):
         default = "gpsimd" if alu.kind == "arith" and alu.name in ("add", "multiply", "power") else "vector"
     return engine_name(eng, default)
 

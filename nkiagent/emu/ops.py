@@ -44,12 +44,14 @@ SBUF_ONLY = frozenset({"sbuf"})
 HBM = frozenset({"hbm", "shared_hbm", "private_hbm"})
 ANY = ON_CHIP | HBM
 
+_UNKNOWN: Any = None  # set by isa (the nisa.engine.unknown member) for a fast path
+
 _ENGINE_NAMES = {0: "unknown", 1: "tensor", 2: "scalar", 3: "gpsimd", 4: "dma", 5: "vector", 6: "sync"}
 
 
 def engine_name(engine: Any, default: str) -> str:
     """Normalize an ``nisa.engine`` value; ``unknown`` resolves to the op's default engine."""
-    if engine is None:
+    if engine is None or engine is _UNKNOWN:
         return default
     value = getattr(engine, "value", engine)
     if isinstance(value, str):
@@ -168,6 +170,8 @@ def _fmt(t: NkiTensor, role: str) -> str:
 def check_same_shape_pp(op: str, named: Sequence[tuple[str, NkiTensor]]) -> None:
     """Same partition count and same elements per partition (no broadcasting)."""
     first_role, first = named[0]
+    if all(t._shape == first._shape for _, t in named):
+        return
     p0 = first._shape[0] if first._shape else 1
     for role, t in named[1:]:
         p = t._shape[0] if t._shape else 1
@@ -190,6 +194,10 @@ def check_same_shape_pp(op: str, named: Sequence[tuple[str, NkiTensor]]) -> None
 def check_compute_operand(ctx: KernelContext, op: str, role: str, t: Any, engine: str, allowed: frozenset[str] = ON_CHIP) -> NkiTensor:
     """A compute-engine operand: tensor, on chip, engine may touch its memory, partition rules, free-size cap."""
     t = require_tensor(op, role, t)
+    key = (engine, allowed, role == "dst")
+    ok = t._ok
+    if ok is not None and key in ok:
+        return t
     if engine == "gpsimd":
         allowed = allowed & SBUF_ONLY
     elif engine == "tensor" and role != "dst":
@@ -204,6 +212,10 @@ def check_compute_operand(ctx: KernelContext, op: str, role: str, t: Any, engine
                 "err_free_size_exceed_arch_limit",
                 f"{op} {role} has {epp} elements per partition; {engine} engine instructions allow at most {cap} from {t._a.memory.upper()}",
             )
+    if ok is None:
+        t._ok = {key}
+    else:
+        ok.add(key)
     return t
 
 

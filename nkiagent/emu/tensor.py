@@ -58,7 +58,7 @@ def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
 class NkiTensor:
     """A view of an allocation. See the module docstring for what it refuses to do."""
 
-    __slots__ = ("_a", "_shape", "_strides", "_offset", "_dtype", "_addr", "_valid", "_npv", "_meta", "__weakref__")
+    __slots__ = ("_a", "_shape", "_strides", "_offset", "_dtype", "_addr", "_valid", "_npv", "_meta", "_ok", "__weakref__")
     __array_ufunc__ = None  # NumPy ufuncs on tiles raise TypeError: no free host compute.
     __array_priority__ = 1000
 
@@ -81,6 +81,7 @@ class NkiTensor:
         self._valid = valid
         self._npv: np.ndarray | None = None
         self._meta: tuple[Any, ...] | None = None
+        self._ok: set[Any] | None = None  # operand checks this view already passed (keys from ops.check_compute_operand)
 
     @classmethod
     def _whole(cls, alloc: Alloc) -> NkiTensor:
@@ -258,7 +259,7 @@ class NkiTensor:
 
     def _store(self, values: np.ndarray) -> None:
         """Write ``values`` (any float/int array broadcastable to the view) with storage rounding."""
-        vals = dt.store_cast(np.asarray(values), self._dtype)
+        vals = values if (type(values) is np.ndarray and values.dtype == self._dtype) else dt.store_cast(np.asarray(values), self._dtype)
         if self._addr is None:
             target = self._np()
             target[...] = vals

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["Region", "Access", "Instruction", "Trace"]
 
 
-@dataclass(frozen=True, slots=True)
-class Region:
+class Region(NamedTuple):
     """A conservative box of memory touched by an access.
 
     ``alloc`` identifies the allocation; partitions ``[p_lo, p_hi]`` and bytes within a
@@ -38,8 +37,7 @@ class Region:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Access:
+class Access(NamedTuple):
     """One operand of an instruction: what was read or written, and how."""
 
     role: str  #: operand name: ``dst``, ``src``, ``data1``, ``stationary`` …
