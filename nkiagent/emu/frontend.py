@@ -138,6 +138,7 @@ def _wrap(ctx: KernelContext, value: Any, name: str, args: list[_Arg], torch_in:
         raise NkiTypeError("err_kernel_arg", f"kernel argument `{name}` is an NKI tensor from another kernel run", "<launch>:0")
     if isinstance(value, ShapeSpec):
         alloc = ctx.allocate(tuple(value.shape), dt.as_dtype(value.dtype), hbm, name)
+        _mark(ctx, alloc, "input")
         alloc.is_input = True
         alloc.written = True
         return NkiTensor._whole(alloc)
@@ -154,6 +155,7 @@ def _wrap(ctx: KernelContext, value: Any, name: str, args: list[_Arg], torch_in:
         raise NkiTypeError("err_kernel_arg_dtype", f"kernel argument `{name}` is float64, which NKI does not support; pass float32", "<launch>:0")
     d = dt.as_dtype(arr.dtype)
     alloc = ctx.allocate(tuple(arr.shape), d, hbm, name)
+    _mark(ctx, alloc, "input")
     alloc.is_input = True
     alloc.written = True
     copied = True
@@ -165,6 +167,25 @@ def _wrap(ctx: KernelContext, value: Any, name: str, args: list[_Arg], torch_in:
             alloc.data[...] = arr.reshape(-1)
     args.append(_Arg(alloc, arr, copied))
     return NkiTensor._whole(alloc)
+
+
+def _mark(ctx: KernelContext, alloc: memory.Alloc, role: str) -> None:
+    """Tag an allocation record in the trace as a kernel ``input`` or ``output`` (for the cost model's advice)."""
+    if ctx.trace is not None:
+        for rec in reversed(ctx.trace.allocations):
+            if rec["uid"] == alloc.uid:
+                rec["role"] = role
+                return
+
+
+def _outputs(value: Any) -> list[memory.Alloc]:
+    if isinstance(value, NkiTensor):
+        return [value._a]
+    if isinstance(value, (tuple, list)):
+        return [a for v in value for a in _outputs(v)]
+    if isinstance(value, dict):
+        return [a for v in value.values() for a in _outputs(v)]
+    return []
 
 
 def _unwrap(value: Any, to_torch: bool, compute: bool) -> Any:
@@ -234,6 +255,8 @@ def run_kernel(
                 r = k.fn(*targs, **tkw)
                 if pid == programs[0]:
                     result = r
+            for alloc in _outputs(result):
+                _mark(ctx, alloc, "output")
             outputs = _unwrap(result, bool(torch_in), ctx.compute)
         for a in arg_records:
             if a.copied and a.alloc.data is not None and a.original is not None and a.original.flags.writeable:

@@ -134,6 +134,7 @@ class KernelContext:
         self.next_uid = 1
         self.sbuf_used = 0
         self.sbuf_peak = 0
+        self.sbuf_live: dict[int, tuple[int, int]] = {}  # uid -> (start, end) bytes per partition
         self.psum_live: dict[int, tuple[int, int]] = {}  # uid -> (start, end) bytes per partition
         self.loops: list[list[Any]] = []  # [uid, kind, iteration]
         self.next_loop = 1
@@ -210,13 +211,22 @@ class KernelContext:
                 f"({alloc.bytes_pp} B per partition) needs {need} B per partition with the tensors already live, "
                 f"but {self.target.name} has {usable} B usable per partition",
             )
-        alloc.address = self.sbuf_used
+        start = self._first_fit(sorted(self.sbuf_live.values()), alloc.bytes_pp, 0, usable)
+        if start is None:
+            raise NkiCapacityError(
+                "err_sbuf_fragmented",
+                f"SBUF overflow: no contiguous {alloc.bytes_pp} B per partition free for `{alloc.name}` "
+                f"({self.sbuf_used} of {usable} B live, fragmented); allocate long-lived tiles first or reuse buffers",
+            )
+        alloc.address = start
+        self.sbuf_live[alloc.uid] = (start, start + alloc.bytes_pp)
         self.sbuf_used = need
         self.sbuf_peak = max(self.sbuf_peak, need)
-        weakref.finalize(alloc, self._free_sbuf, alloc.bytes_pp)
+        weakref.finalize(alloc, self._free_sbuf, alloc.uid, alloc.bytes_pp)
 
-    def _free_sbuf(self, nbytes: int) -> None:
+    def _free_sbuf(self, uid: int, nbytes: int) -> None:
         self.sbuf_used -= nbytes
+        self.sbuf_live.pop(uid, None)
 
     def _alloc_psum(self, alloc: Alloc, address: Any) -> None:
         bank = self.target.psum_bank_bytes
@@ -252,11 +262,14 @@ class KernelContext:
 
     @staticmethod
     def _first_fit(live: list[tuple[int, int]], size: int, bank: int, total: int) -> int | None:
-        """Lowest start where ``size`` bytes fit; tensors within a bank never cross it, larger ones are bank-aligned."""
-        step = bank if size > bank else 4
+        """Lowest 4-byte-aligned start where ``size`` bytes fit between live ranges.
+
+        With ``bank`` set (PSUM), tensors within a bank never cross it and larger ones are bank-aligned.
+        """
+        step = bank if bank and size > bank else 4
         cand = 0
         while cand + size <= total:
-            if size <= bank and cand // bank != (cand + size - 1) // bank:
+            if bank and size <= bank and cand // bank != (cand + size - 1) // bank:
                 cand = (cand // bank + 1) * bank
                 continue
             clash = next(((s, e) for s, e in live if s < cand + size and cand < e), None)

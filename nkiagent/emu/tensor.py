@@ -180,13 +180,21 @@ class NkiTensor:
         return lo, hi
 
     def region(self) -> Region:
-        """A conservative box of the memory this view touches, in bytes within partitions."""
+        """A conservative box of the memory this view touches: rows × bytes within a row.
+
+        On chip a row is a partition; in HBM a row is one run of the tensor's last dimension, so
+        a 2-D tile of a large matrix is a tight box rather than the whole span between its corners.
+        """
         isz = self._dtype_itemsize()
         lo, hi = self._span()
         a = self._a
-        if not a.on_chip:
-            return Region(a.uid, 0, 0, lo * isz, (hi + 1) * isz)
-        row = self._bpp_elems()
+        if a.on_chip:
+            row = self._bpp_elems()
+        else:
+            last = a.shape[-1] if a.shape else 1
+            row = max(1, last * a.itemsize // isz)
+        if hi < lo:
+            return Region(a.uid, 0, -1, 0, 0)
         p_lo, p_hi = lo // row, hi // row
         if p_lo == p_hi or self._addr is not None:
             f_lo, f_hi = (lo % row, hi % row + 1) if p_lo == p_hi else (0, row)

@@ -17,8 +17,9 @@ __all__ = ["Region", "Access", "Instruction", "Trace"]
 class Region(NamedTuple):
     """A conservative box of memory touched by an access.
 
-    ``alloc`` identifies the allocation; partitions ``[p_lo, p_hi]`` and bytes within a
-    partition ``[b_lo, b_hi)`` (for HBM, partition range is ``[0, 0]`` and bytes are flat).
+    ``alloc`` identifies the allocation; rows ``[p_lo, p_hi]`` and bytes within a row
+    ``[b_lo, b_hi)``. On chip a row is a partition; in HBM a row is one run of the tensor's
+    last dimension. ``Trace.allocations`` maps ``alloc`` to its memory and base address.
     """
 
     alloc: int

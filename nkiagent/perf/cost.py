@@ -1,0 +1,192 @@
+"""Cost of one instruction on its engine, from the documented per-instruction formulas.
+
+``N`` is elements per partition (free size). Compute-engine costs are in engine cycles
+(§4.3 of the reference), converted to ns with the engine's clock; DMA costs come from
+bytes, bytes per contiguous chunk, queues used, per-queue bandwidth and a fixed latency.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..emu.dtypes import as_dtype
+from ..emu.trace import Access, Instruction
+from .specs import HardwareSpec
+
+__all__ = ["Cost", "instruction_cost", "itemsize", "contiguous_run_bytes"]
+
+_SIXTEEN_BIT = {"bfloat16", "float16"}
+
+
+@dataclass(slots=True)
+class Cost:
+    """Engine occupancy and result latency of one instruction."""
+
+    engine: str  #: ``tensor``, ``vector``, ``scalar``, ``gpsimd``, ``dma``, ``sync``
+    busy_ns: float  #: time the engine (or each of the DMA queues) is occupied
+    latency_ns: float  #: time from start until the result is visible (≥ busy for DMA)
+    cycles: float = 0.0
+    queues: int = 0  #: DMA queues used
+    flops: float = 0.0
+    hbm_read: int = 0
+    hbm_write: int = 0
+
+
+_ITEMSIZE: dict[str, int] = {}
+
+
+def itemsize(dtype_name: str) -> int:
+    size = _ITEMSIZE.get(dtype_name)
+    if size is None:
+        size = 4 if dtype_name == "tfloat32" else as_dtype(dtype_name).itemsize
+        _ITEMSIZE[dtype_name] = size
+    return size
+
+
+def contiguous_run_bytes(a: Access) -> int:
+    """Bytes of the longest row-major contiguous run at the end of an access (a DMA chunk)."""
+    isz = itemsize(a.dtype)
+    if a.indirect or not a.strides:
+        return isz * (a.shape[-1] if a.shape else 1)
+    run, expect = isz, 1
+    dims = list(zip(a.shape, a.strides))
+    if a.memory in ("sbuf", "psum") and dims:
+        dims = dims[1:]  # a chunk never crosses a partition
+    for n, s in reversed(dims):
+        if n == 1:
+            continue
+        if s != expect:
+            break
+        run *= n
+        expect *= n
+    return run
+
+
+def _strided_penalty(accesses: tuple[Access, ...]) -> float:
+    """Minor-dim stride above 16 bytes halves SBUF/PSUM bandwidth (§4.3)."""
+    for a in accesses:
+        if a.memory in ("sbuf", "psum") and a.strides and a.shape and a.shape[-1] > 1 and abs(a.strides[-1]) * itemsize(a.dtype) > 16:
+            return 2.0
+    return 1.0
+
+
+def _n(ins: Instruction) -> int:
+    pool = ins.reads + ins.writes
+    return max((a.elems_per_partition for a in pool), default=1)
+
+
+def _all_16bit(ins: Instruction) -> bool:
+    return all(a.dtype in _SIXTEEN_BIT for a in ins.reads + ins.writes)
+
+
+def _vector_fast_factor(ins: Instruction, spec: HardwareSpec) -> float:
+    """trn2/trn3 VectorE perf modes for 16-bit data (§4.1)."""
+    if not spec.dve_fast_modes or not _all_16bit(ins):
+        return 1.0
+    mems = {a.memory for a in ins.reads + ins.writes}
+    contiguous = all(a.contiguous for a in ins.reads + ins.writes)
+    if ins.op in ("tensor_copy", "tensor_scalar"):
+        return 4.0 if mems == {"sbuf"} and contiguous else 2.0
+    if ins.op == "tensor_tensor" and all(a.memory == "sbuf" for a in ins.reads):
+        return 2.0
+    return 1.0
+
+
+def _compute_cycles(ins: Instruction, spec: HardwareSpec) -> float:
+    op, n, ii = ins.op, _n(ins), spec.min_ii
+    attrs = ins.attrs
+    if op == "nc_matmul":
+        cyc = max(min(64, attrs.get("M", n)), attrs.get("N", n))
+        if attrs.get("fp32"):
+            cyc *= 2 if attrs.get("onezero") else 4
+        return cyc
+    if op == "nc_transpose":
+        if ins.engine == "tensor":
+            return max(attrs.get("P", 128), min(64, attrs.get("F", n)))
+        return max(ii, n)
+    if op == "activation":
+        return max(ii, n)
+    if op == "activation_reduce":
+        return max(ii, n) + ii
+    if op in ("tensor_scalar", "tensor_copy"):
+        return max(ii, n) / _vector_fast_factor(ins, spec) if ins.engine == "vector" else max(ii, n)
+    if op == "tensor_tensor":
+        mems = [a.memory for a in ins.reads]
+        one_psum = len(mems) == 2 and sorted(mems) == ["psum", "sbuf"]
+        fast_alu = attrs.get("alu") in ("add", "multiply", "subtract") and _all_16bit(ins) and all(a.contiguous for a in ins.reads)
+        cyc = max(ii, n) if (one_psum or fast_alu) else max(ii, 2 * n)
+        return cyc / (_vector_fast_factor(ins, spec) if not one_psum else 1.0)
+    if op == "scalar_tensor_tensor":
+        fast = attrs.get("alu") == ("subtract", "multiply") and _all_16bit(ins) and n % 2 == 0
+        return max(ii, n if fast else 2 * n)
+    if op == "tensor_reduce":
+        fast = _all_16bit(ins) and attrs.get("alu") in ("add", "maximum")
+        return max(ii, n / 2 if fast else n)
+    if op in ("tensor_scalar_reduce", "tensor_scalar_cumulative"):
+        return max(ii, n) + ii
+    if op == "tensor_tensor_scan":
+        return max(ii, 2 * n)
+    if op == "tensor_copy_predicated":
+        mems = {a.memory for a in ins.reads}
+        return max(ii, n) if len(mems) > 1 else max(ii, 2 * n)
+    if op == "memset":
+        zero16 = attrs.get("value") == 0.0 and _all_16bit(ins)
+        return max(ii, n / 2 if zero16 else n)
+    if op == "reciprocal":
+        return max(ii, 8 * n)
+    if op == "bn_stats":
+        return max(ii, n)
+    if op == "bn_aggr":
+        return max(ii, 13 * n / 3)
+    if op in ("iota", "affine_select", "local_gather"):
+        return spec.gpsimd_start_cycles + n
+    if op == "tensor_partition_reduce":
+        return spec.gpsimd_start_cycles + 2 * n  # assumption: no documented formula
+    if op in ("max8", "nc_find_index8"):
+        return max(ii, n)
+    if ins.engine == "gpsimd":
+        return spec.gpsimd_start_cycles + n
+    return max(ii, n)
+
+
+def _dma_cost(ins: Instruction, spec: HardwareSpec) -> Cost:
+    src = ins.reads[0] if ins.reads else None
+    dst = ins.writes[0] if ins.writes else None
+    sides = [a for a in (src, dst) if a is not None]
+    nbytes = max((a.nbytes for a in sides), default=0)
+    chunk = min((contiguous_run_bytes(a) for a in sides), default=nbytes) or 1
+    on_chip = [a for a in sides if a.memory in ("sbuf", "psum")]
+    if on_chip:
+        rows = max(a.partitions for a in on_chip)
+    else:
+        rows = math.ceil(nbytes / max(chunk, 1))
+    queues = max(1, min(spec.dma_queues, math.ceil(rows / 8)))
+    eff = chunk / (chunk + spec.dma_chunk_overhead_bytes)
+    if ins.op == "dma_transpose":
+        from_hbm = src is not None and src.memory not in ("sbuf", "psum")
+        if spec.name == "trn1":
+            eff = itemsize(src.dtype if src else "float32") / (itemsize(src.dtype if src else "float32") + spec.dma_chunk_overhead_bytes)
+        else:
+            eff *= 0.9 if from_hbm else 0.5
+    transfer = nbytes / (queues * spec.dma_bytes_per_ns_per_queue * eff) if nbytes else 0.0
+    fixed = spec.dma_hwdge_fixed_ns if ins.attrs.get("dge_mode") == 2 else spec.dma_fixed_ns
+    hbm_read = src.nbytes if src is not None and src.memory not in ("sbuf", "psum") else 0
+    hbm_write = dst.nbytes if dst is not None and dst.memory not in ("sbuf", "psum") else 0
+    return Cost("dma", spec.dma_issue_ns + transfer, fixed + transfer, queues=queues, hbm_read=hbm_read, hbm_write=hbm_write)
+
+
+def instruction_cost(ins: Instruction, spec: HardwareSpec) -> Cost:
+    """Occupancy and latency of ``ins`` on ``spec`` (see module docstring)."""
+    if ins.engine == "dma" or ins.op.startswith("dma_"):
+        return _dma_cost(ins, spec)
+    engine = ins.engine if ins.engine in ("tensor", "vector", "scalar", "gpsimd") else "sync"
+    cycles = _compute_cycles(ins, spec)
+    if engine != "tensor":
+        cycles = cycles * _strided_penalty(ins.reads + ins.writes) + spec.access_overhead_cycles
+    ns = cycles / spec.engine_ghz(engine)
+    flops = 0.0
+    if ins.op == "nc_matmul":
+        a = ins.attrs
+        flops = 2.0 * a.get("K", 0) * a.get("M", 0) * a.get("N", 0)
+    return Cost(engine, ns, ns, cycles=cycles, flops=flops)

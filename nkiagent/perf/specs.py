@@ -1,0 +1,77 @@
+"""Hardware specifications per Trainium generation, each number with its source.
+
+Sources are the tags of ``nki-reference.md`` (§4.1 engines, §4.2 memory/DMA, §4.3
+instruction formulas). Numbers marked ``calibrated`` were fitted once against the
+published trn1 matmul-tutorial latencies (§4.5a) and are reported as such.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["HardwareSpec", "SPECS", "get_spec", "MODEL_VERSION"]
+
+#: Bumped whenever a formula or constant changes, so stored estimates say which model made them.
+MODEL_VERSION = "nkiagent-cost-0.1"
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """One NeuronCore of a target: engine clocks and widths, DMA and HBM, and cost constants."""
+
+    name: str
+    pe_ghz: float
+    dve_ghz: float
+    act_ghz: float
+    pool_ghz: float
+    pe_peak_bf16_tflops: float
+    pe_peak_fp32_tflops: float
+    dma_queues: int
+    dma_bytes_per_ns_per_queue: float
+    hbm_gbps: float  #: per NeuronCore
+    dve_fast_modes: bool  #: trn2/trn3 VectorE 2×/4× modes for 16-bit data
+    dve_elems_per_cycle: int = 128
+    act_elems_per_cycle: int = 128
+    min_ii: int = 64  #: engine cycles, MIN_II of §4.3
+    access_overhead_cycles: int = 60  #: per SBUF/PSUM-accessing instruction (§4.3, NC-v2)
+    dependency_overhead_cycles: int = 140  #: semaphore wait when an op waits on another engine (264-cycle dependent ACT II, §4.3)
+    gpsimd_start_cycles: int = 150
+    dma_fixed_ns: float = 1300.0  #: descriptor/semaphore-to-start latency of a DMA (§4.2)
+    dma_hwdge_fixed_ns: float = 600.0
+    dma_issue_ns: float = 64.0  #: calibrated: per-DMA-instruction occupancy of its queues
+    dma_chunk_overhead_bytes: float = 256.0  #: calibrated: efficiency = b / (b + this) per partition chunk
+    sources: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def pe_flops_per_ns(self) -> float:
+        return self.pe_peak_bf16_tflops * 1e3
+
+    @property
+    def dma_bytes_per_ns(self) -> float:
+        return self.dma_queues * self.dma_bytes_per_ns_per_queue
+
+    def engine_ghz(self, engine: str) -> float:
+        return {"tensor": self.pe_ghz, "vector": self.dve_ghz, "scalar": self.act_ghz, "gpsimd": self.pool_ghz, "sync": self.act_ghz}.get(engine, 1.0)
+
+
+_COMMON_SOURCES = {
+    "clocks": "nki-reference §4.1 (SDK nki/guides/architecture/*.rst, neuron-core-v{2,3}.rst)",
+    "pe_peak": "nki-reference §4.1 TensorE peak (128·128·2·f_PE)",
+    "dma": "nki-reference §4.2 (nki-dma-bandwidth-guide.rst): 16 queues per NC; 17/23/33 B/ns per queue; ~1.3 µs fixed per DMA",
+    "hbm": "nki-reference §4.2: device HBM bandwidth / NeuronCores (derived)",
+    "formulas": "nki-reference §4.3 (SDK@v2.26.1 isa 'Estimated instruction cost')",
+    "dma_issue_ns, dma_chunk_overhead_bytes": "calibrated against the trn1 matmul tutorial ladder (§4.5a)",
+}
+
+SPECS: dict[str, HardwareSpec] = {
+    "trn1": HardwareSpec("trn1", 2.8, 1.12, 1.4, 1.4, 91.75, 22.9, 16, 17.0, 410.0, False, sources=_COMMON_SOURCES),
+    "trn2": HardwareSpec("trn2", 2.4, 0.96, 1.2, 1.2, 78.6, 19.7, 16, 23.0, 362.0, True, sources=_COMMON_SOURCES),
+    "trn3": HardwareSpec("trn3", 2.4, 1.2, 1.2, 1.2, 78.6, 19.7, 16, 33.0, 590.0, True, act_elems_per_cycle=128, sources=_COMMON_SOURCES),
+}
+
+
+def get_spec(target: str) -> HardwareSpec:
+    """The spec of ``trn1``/``trn2``/``trn3`` (aliases resolved by the emulator's target table)."""
+    from ..emu.targets import get_target
+
+    return SPECS[get_target(target).name]

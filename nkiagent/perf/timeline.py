@@ -1,0 +1,210 @@
+"""The timeline model: engines run in program order each, synchronized by data dependences.
+
+Each instruction starts when its engine (or enough DMA queues) is free and every earlier
+instruction it depends on has finished: read-after-write, write-after-read and
+write-after-write on overlapping memory. On-chip memory is tracked by physical address
+(allocation base + offset), so a buffer the allocator reuses carries its dependences —
+the same reason real kernels double-buffer. Independent loop iterations therefore overlap
+exactly as far as engines, queues and buffers allow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..emu.trace import Access, Trace
+from .cost import Cost, instruction_cost
+from .specs import HardwareSpec
+
+__all__ = ["Event", "Timeline", "schedule"]
+
+COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
+
+
+@dataclass(slots=True)
+class Event:
+    """One scheduled instruction."""
+
+    seq: int
+    op: str
+    engine: str
+    start_ns: float
+    busy_ns: float
+    end_ns: float  #: when its result is visible
+    queues: tuple[int, ...] = ()
+    location: str = ""
+
+
+@dataclass
+class Timeline:
+    """Schedule of a whole trace: events, per-engine busy time and the critical-path latency."""
+
+    events: list[Event]
+    latency_ns: float
+    busy_ns: dict[str, float]
+    costs: list[Cost] = field(repr=False, default_factory=list)
+
+
+class _Space:
+    """Dependence tracking for one address space: entries bucketed by coarse granules."""
+
+    __slots__ = ("entries", "grid", "prow", "pbyte")
+
+    def __init__(self, prow: int, pbyte: int) -> None:
+        self.entries: dict[tuple[int, int, int, int], list[Any]] = {}
+        self.grid: dict[tuple[int, int], set[tuple[int, int, int, int]]] = {}
+        self.prow = prow
+        self.pbyte = pbyte
+
+    def _granules(self, key: tuple[int, int, int, int]) -> list[tuple[int, int]]:
+        p_lo, p_hi, b_lo, b_hi = key
+        return [
+            (p, b)
+            for p in range(p_lo // self.prow, p_hi // self.prow + 1)
+            for b in range(b_lo // self.pbyte, max(b_lo, b_hi - 1) // self.pbyte + 1)
+        ]
+
+    def ready(self, key: tuple[int, int, int, int], write: bool) -> float:
+        p_lo, p_hi, b_lo, b_hi = key
+        t = 0.0
+        seen: set[tuple[int, int, int, int]] = set()
+        for g in self._granules(key):
+            for k in self.grid.get(g, ()):
+                if k in seen:
+                    continue
+                seen.add(k)
+                if k[0] <= p_hi and p_lo <= k[1] and k[2] < b_hi and b_lo < k[3]:
+                    e = self.entries[k]
+                    t = max(t, e[0], e[1]) if write else max(t, e[0])
+        return t
+
+    def update(self, key: tuple[int, int, int, int], end: float, write: bool) -> None:
+        e = self.entries.get(key)
+        if e is None:
+            e = [0.0, 0.0]
+            self.entries[key] = e
+            for g in self._granules(key):
+                self.grid.setdefault(g, set()).add(key)
+        if write:
+            e[0] = max(e[0], end)
+            self._prune(key, end)
+        else:
+            e[1] = max(e[1], end)
+
+    def _prune(self, key: tuple[int, int, int, int], end: float) -> None:
+        """Drop entries a newer write fully covers (they are ordered before it already)."""
+        p_lo, p_hi, b_lo, b_hi = key
+        for g in self._granules(key):
+            for k in list(self.grid.get(g, ())):
+                if k != key and p_lo <= k[0] and k[1] <= p_hi and b_lo <= k[2] and k[3] <= b_hi:
+                    e = self.entries.get(k)
+                    if e is not None and e[0] <= end and e[1] <= end:
+                        del self.entries[k]
+                        for g2 in self._granules(k):
+                            self.grid[g2].discard(k)
+
+
+class _Lane:
+    """One engine or DMA queue: recent busy intervals, so later work can fill earlier idle gaps.
+
+    The compiler schedules each engine's instruction stream (it is not bound to source order),
+    so an instruction whose inputs are ready may run in a gap left while an earlier one waited
+    on its dependences. Only the last ``WINDOW`` intervals are kept; older gaps count as busy.
+    """
+
+    WINDOW = 48
+    __slots__ = ("iv", "floor")
+
+    def __init__(self) -> None:
+        self.iv: list[tuple[float, float]] = []
+        self.floor = 0.0
+
+    def earliest(self, ready: float, dur: float) -> float:
+        t = max(ready, self.floor)
+        for s, e in self.iv:
+            if e <= t:
+                continue
+            if s >= t + dur:
+                return t
+            t = e
+        return t
+
+    def reserve(self, start: float, dur: float) -> None:
+        iv = self.iv
+        k = len(iv)
+        while k and iv[k - 1][0] > start:
+            k -= 1
+        iv.insert(k, (start, start + dur))
+        if len(iv) > self.WINDOW:
+            drop = len(iv) - self.WINDOW
+            self.floor = max(self.floor, max(e for _, e in iv[:drop]))
+            del iv[:drop]
+
+
+def _physical(a: Access, allocs: dict[int, dict[str, Any]]) -> tuple[Any, tuple[int, int, int, int]]:
+    r = a.region
+    if a.memory in ("sbuf", "psum"):
+        base = allocs.get(r.alloc, {}).get("address", 0)
+        return a.memory, (r.p_lo, r.p_hi, base + r.b_lo, base + r.b_hi)
+    return ("hbm", r.alloc), (r.p_lo, r.p_hi, r.b_lo, r.b_hi)
+
+
+def schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
+    """Schedule every instruction of ``trace`` on ``spec`` and return the timeline."""
+    allocs = {a["uid"]: a for a in trace.allocations}
+    spaces: dict[Any, _Space] = {}
+    lanes = {e: _Lane() for e in COMPUTE_ENGINES}
+    queues = [_Lane() for _ in range(spec.dma_queues)]
+    busy: dict[str, float] = {e: 0.0 for e in COMPUTE_ENGINES + ("dma",)}
+    events: list[Event] = []
+    costs: list[Cost] = []
+    dep_ns = {e: spec.dependency_overhead_cycles / spec.engine_ghz(e) for e in COMPUTE_ENGINES}
+    latency = 0.0
+
+    def space(key: Any) -> _Space:
+        sp = spaces.get(key)
+        if sp is None:
+            sp = _Space(32, 2048) if key in ("sbuf", "psum") else _Space(128, 8192)
+            spaces[key] = sp
+        return sp
+
+    for ins in trace.instructions:
+        cost = instruction_cost(ins, spec)
+        costs.append(cost)
+        reads = [_physical(a, allocs) for a in ins.reads]
+        writes = [_physical(a, allocs) for a in ins.writes]
+        ready = 0.0
+        for sk, key in reads:
+            ready = max(ready, space(sk).ready(key, False))
+        for sk, key in writes:
+            ready = max(ready, space(sk).ready(key, True))
+        dur = cost.busy_ns
+        if cost.engine == "dma":
+            start = ready
+            for _ in range(8):
+                cands = sorted((q.earliest(start, dur), i) for i, q in enumerate(queues))[: cost.queues]
+                new_start = max(t for t, _ in cands)
+                if all(queues[i].earliest(new_start, dur) == new_start for _, i in cands):
+                    start = new_start
+                    break
+                start = new_start
+            used: tuple[int, ...] = tuple(sorted(i for _, i in cands))
+            for i in used:
+                queues[i].reserve(start, dur)
+        else:
+            lane = lanes[cost.engine]
+            start = lane.earliest(ready, dur)
+            if ready > 0.0 and start == ready:
+                start = lane.earliest(ready + dep_ns[cost.engine], dur)
+            lane.reserve(start, dur)
+            used = ()
+        end = start + cost.latency_ns
+        busy[cost.engine] += dur
+        for sk, key in reads:
+            space(sk).update(key, end, False)
+        for sk, key in writes:
+            space(sk).update(key, end, True)
+        latency = max(latency, end)
+        events.append(Event(ins.seq, ins.op, cost.engine, start, dur, end, used, ins.location))
+    return Timeline(events, latency, busy, costs)
