@@ -28,6 +28,17 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     sim.add_argument("--json", action="store_true", help="print a JSON summary")
 
+    prof = sub.add_parser("profile", help="estimate a kernel's latency on trn1/trn2/trn3 and explain where the time goes")
+    prof.add_argument("kernel", help="path to a Python file defining an @nki.jit kernel")
+    prof.add_argument("--kernel-name", help="function to run (default: the only @nki.jit kernel in the file)")
+    prof.add_argument("--inputs", required=True, help='comma-separated NAME:SHAPE:DTYPE, e.g. "a:4096x8192:bfloat16"')
+    prof.add_argument("--target", choices=["trn1", "trn2", "trn3"], help="Trainium generation (default: $NEURON_PLATFORM_TARGET_OVERRIDE or trn2)")
+    prof.add_argument("--timing-only", action="store_true", help="run control flow and the instruction stream without computing numbers (fast, no tensor data)")
+    prof.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    prof.add_argument("--json", action="store_true", help="print the profile as JSON")
+    prof.add_argument("--trace", metavar="OUT.json", help="write a Chrome-trace/Perfetto timeline (one track per engine and DMA queue)")
+    prof.add_argument("--plot", metavar="OUT.png", help="write a PNG with the timeline and the roofline point")
+
     ops = sub.add_parser("ops", help="list the nki.isa and nki.language APIs the emulator supports")
     ops.add_argument("--json", action="store_true")
     return parser
@@ -45,6 +56,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .commands.simulate import run_simulate
 
         return run_simulate(args)
+    if args.command == "profile":
+        from .commands.profile import run_profile
+
+        return run_profile(args)
     if args.command == "ops":
         from .commands.simulate import run_ops
 

@@ -88,13 +88,12 @@ def install(force: bool = False) -> str:
         return "real"
     for name in _SHIM_MODULES:
         sys.modules.pop(name, None)
-    from . import isa, language
     from . import nki as shim
     from .nki import typing as nki_typing
 
     sys.modules["nki"] = shim
-    sys.modules["nki.language"] = language
-    sys.modules["nki.isa"] = isa
+    sys.modules["nki.language"] = shim.language
+    sys.modules["nki.isa"] = shim.isa
     sys.modules["nki.typing"] = nki_typing
     return "emulator"
 

@@ -602,6 +602,7 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: boo
         if any(int(v) % 32 for v in tuple(tile_position) + tuple(tile_size)):
             raise NkiValidationError("err_matmul_tiling", f"nc_matmul tile_position {tuple(tile_position)} and tile_size {tuple(tile_size)} must be multiples of 32")
     acc_mode = None if accumulate is None else bool(accumulate)
+    was_written = dst._a.written
     record(ctx, opn, "tensor", [("stationary", st), ("moving", mv)], [("dst", dst)], K=k, M=m, N=n,
            fp32=st.dtype in _FP32_LIKE, onezero=bool(is_stationary_onezero or is_moving_onezero), accumulate=acc_mode,
            tile_size=tuple(tile_size) if tile_size else None)
@@ -615,7 +616,7 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: boo
     else:
         cur = _pf(dst_vals.astype(np.float32), m)
         if acc_mode is True:
-            if not a.written:
+            if not was_written:
                 warn("nc_matmul(accumulate=True) into PSUM that was never written: the result is undefined on hardware")
             new = cur + prod
         else:

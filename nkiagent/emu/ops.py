@@ -95,7 +95,12 @@ def record(
     writes: Iterable[tuple[str, NkiTensor]],
     **attrs: Any,
 ) -> None:
-    """Append one instruction to the caller's trace (if tracing) and count it."""
+    """Append one instruction to the caller's trace (if tracing), count it, and mark its outputs written.
+
+    Marking happens here, not in the numeric path, so timing-only runs know outputs were written too.
+    """
+    for _, t in writes:
+        t._a.written = True
     if ctx.trace is not None:
         ctx.trace.append(
             Instruction(
