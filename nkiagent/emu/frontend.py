@@ -84,7 +84,7 @@ def jit(fn: Callable[..., Any] | None = None, mode: Any = None, **kwargs: Any) -
     """Mark a kernel. ``platform_target=`` is an error in NKI 0.3+ (use the target option or env var)."""
     if "platform_target" in kwargs:
         raise NkiTypeError(
-            "err_jit_platform_target", "nki.jit(platform_target=...) is not supported in NKI 0.3+; set NEURON_PLATFORM_TARGET_OVERRIDE", "<decorator>:0"
+            "err_jit_platform_target", "nki.jit(platform_target=...) is not supported in NKI 0.3+; set NEURON_PLATFORM_TARGET_OVERRIDE"
         )
     if fn is None:
         return lambda f: jit(f, mode=mode, **kwargs)
@@ -188,12 +188,13 @@ def _outputs(value: Any) -> list[memory.Alloc]:
     return []
 
 
-def _unwrap(value: Any, to_torch: bool, compute: bool) -> Any:
+def _unwrap(value: Any, to_torch: bool, compute: bool, where: str) -> Any:
+    """Host copies of the returned tensors; ``where`` (the kernel's ``file:line``) locates an unwritten output."""
     if isinstance(value, NkiTensor):
         a = value._a
         if not a.written:
             raise NkiRuntimeError(
-                "err_tensor_output_not_written_to", f"output tensor `{a.name}` is returned but never written by the kernel", "<return>:0"
+                "err_tensor_output_not_written_to", f"output tensor `{a.name}` is returned but never written by the kernel", where
             )
         if not compute:
             return ShapeSpec(tuple(value.shape), dt.dtype_name(value.dtype))
@@ -202,9 +203,9 @@ def _unwrap(value: Any, to_torch: bool, compute: bool) -> Any:
             out = out.astype(np.float32)
         return _numpy_to_torch(out) if to_torch else out
     if isinstance(value, (tuple, list)):
-        return type(value)(_unwrap(v, to_torch, compute) for v in value)
+        return type(value)(_unwrap(v, to_torch, compute, where) for v in value)
     if isinstance(value, dict):
-        return {k: _unwrap(v, to_torch, compute) for k, v in value.items()}
+        return {k: _unwrap(v, to_torch, compute, where) for k, v in value.items()}
     return value
 
 
@@ -257,7 +258,9 @@ def run_kernel(
                     result = r
             for alloc in _outputs(result):
                 _mark(ctx, alloc, "output")
-            outputs = _unwrap(result, bool(torch_in), ctx.compute)
+            code = getattr(k.fn, "__code__", None)
+            where = f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "<kernel>:0"
+            outputs = _unwrap(result, bool(torch_in), ctx.compute, where)
         for a in arg_records:
             if a.copied and a.alloc.data is not None and a.original is not None and a.original.flags.writeable:
                 a.original[...] = a.alloc.data.reshape(a.original.shape)

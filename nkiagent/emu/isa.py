@@ -165,6 +165,8 @@ def dma_copy(dst: Any, src: Any, priority: Any = None, oob_mode: Any = oob_mode.
     vals = src._np()
     if src.dtype != dst.dtype and not (dt.is_int(src.dtype) and dt.is_int(dst.dtype)):
         vals = vals.astype(np.float32)
+    if src._valid is not None:  # oob_mode=skip: the skipped source elements leave dst untouched
+        vals = np.where(src._valid, vals, dst._np().reshape(src.shape))
     write(ctx, dst, vals.reshape(dst.shape))
 
 
@@ -674,6 +676,7 @@ def nc_transpose(dst: Any, data: Any, engine: Any = engine.unknown, name: Any = 
         write(ctx, dst, _pf(data._np(), p).T.reshape(dst.shape))
 
 
+from .isa_more import *  # noqa: F401,F403  second-tier ops
 _IMPLEMENTED = {k for k, v in dict(globals()).items() if callable(v) and not k.startswith("_")}
 
 

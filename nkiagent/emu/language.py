@@ -556,7 +556,7 @@ def softmax(x: Any, axis: Any = -1, dtype: Any = None, **kwargs: Any) -> NkiTens
 
 
 def rms_norm(x: Any, w: Any, axis: Any, n: Any, epsilon: float = 1e-6, dtype: Any = None, compute_dtype: Any = None) -> NkiTensor:
-    """x · rsqrt(mean(x²) + eps) · w along the last axis (w is a [1, F] or [P, F] tile)."""
+    """x · rsqrt(mean(x²) + eps) · w along the last axis (w is a tile of x's shape: 0.3+ binary ops do not broadcast)."""
     x = require_tensor("rms_norm", "x", x)
     p = x.shape[0]
     sq = tile(x.shape, float32)

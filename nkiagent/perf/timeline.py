@@ -130,6 +130,24 @@ class _Lane:
             t = e
         return t
 
+    def fill(self, ready: float, work: float, min_gap: float = 50.0) -> list[tuple[float, float]]:
+        """Pieces of idle time from ``ready`` on that add up to ``work`` (a DMA queue can interleave descriptors)."""
+        t = max(ready, self.floor)
+        remaining = work
+        pieces: list[tuple[float, float]] = []
+        for s, e in self.iv:
+            if e <= t:
+                continue
+            if s - t >= min_gap:
+                take = min(s - t, remaining)
+                pieces.append((t, t + take))
+                remaining -= take
+                if remaining <= 0:
+                    return pieces
+            t = max(t, e)
+        pieces.append((t, t + remaining))
+        return pieces
+
     def reserve(self, start: float, dur: float) -> None:
         iv = self.iv
         k = len(iv)
@@ -181,17 +199,13 @@ def schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
             ready = max(ready, space(sk).ready(key, True))
         dur = cost.busy_ns
         if cost.engine == "dma":
-            start = ready
-            for _ in range(8):
-                cands = sorted((q.earliest(start, dur), i) for i, q in enumerate(queues))[: cost.queues]
-                new_start = max(t for t, _ in cands)
-                if all(queues[i].earliest(new_start, dur) == new_start for _, i in cands):
-                    start = new_start
-                    break
-                start = new_start
-            used: tuple[int, ...] = tuple(sorted(i for _, i in cands))
-            for i in used:
-                queues[i].reserve(start, dur)
+            plans = sorted(((q.fill(ready, dur), i) for i, q in enumerate(queues)), key=lambda pi: pi[0][-1][1])[: cost.queues]
+            start = min(pieces[0][0] for pieces, _ in plans)
+            finish = max(pieces[-1][1] for pieces, _ in plans)
+            for pieces, i in plans:
+                for s0, s1 in pieces:
+                    queues[i].reserve(s0, s1 - s0)
+            used: tuple[int, ...] = tuple(sorted(i for _, i in plans))
         else:
             lane = lanes[cost.engine]
             start = lane.earliest(ready, dur)
@@ -199,7 +213,7 @@ def schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
                 start = lane.earliest(ready + dep_ns[cost.engine], dur)
             lane.reserve(start, dur)
             used = ()
-        end = start + cost.latency_ns
+        end = finish + cost.latency_ns - dur if cost.engine == "dma" else start + cost.latency_ns
         busy[cost.engine] += dur
         for sk, key in reads:
             space(sk).update(key, end, False)

@@ -7,8 +7,9 @@ and ``out [seq_q, d]`` in fp32. Fold a ``1/sqrt(d)`` scale into ``q`` beforehand
 Per tile of 128 queries:
 
 1. the full score row ``[128, seq_k]`` is built in PSUM by ``seq_k / 512`` matmuls, one per
-   PSUM bank; ``seq_k ≤ 2048`` keeps it within 4 of the 8 banks and within the 4K elements
-   per partition VectorE and ScalarE may read from PSUM in one instruction;
+   PSUM bank. Two query tiles' score rows are live at once (the next one is allocated
+   before the previous one is released), so ``seq_k ≤ 1024`` — 2 banks each — leaves room
+   for the P·V tiles in the 8 banks of PSUM;
 2. softmax straight out of PSUM: a negated max reduction, then one ScalarE
    ``exp(s - max)`` that writes the probabilities to SBUF in V's dtype and sums each row;
 3. ``P · V`` needs the keys on partitions, so each 128-key block of P is transposed on
@@ -35,7 +36,7 @@ def attention(q, k, v):
     assert d == d_k and d <= nl.tile_size.pmax, f"q and k need the same head dim ≤ {nl.tile_size.pmax}, got {d} and {d_k}"
     assert seq_v == seq_k and d_v <= nl.tile_size.gemm_moving_fmax, f"v must be [{seq_k}, d ≤ 512], got {list(v.shape)}"
     assert seq_q % TILE_Q == 0 and seq_k % TILE_KV == 0, f"seq_q must be a multiple of {TILE_Q} and seq_k of {TILE_KV}"
-    assert seq_k <= 4 * TILE_KV, f"the score row of {seq_k} keys must fit in 4 PSUM banks (seq_k ≤ {4 * TILE_KV})"
+    assert seq_k <= 2 * TILE_KV, f"the score row of {seq_k} keys must fit in 2 PSUM banks (seq_k ≤ {2 * TILE_KV})"
 
     out = nl.ndarray((seq_q, d_v), dtype=nl.float32, buffer=nl.shared_hbm)
     q_sb = nl.ndarray((d, seq_q), dtype=q.dtype, buffer=nl.sbuf)

@@ -1,0 +1,185 @@
+"""The timeline model: overlap of independent work, waits on true dependences, diagnosis."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nkiagent.emu as emu
+from nkiagent.perf import profile_kernel, profile_trace, speed_of_light
+from nkiagent.perf.report import chrome_trace, summary_text
+from nkiagent.perf.specs import get_spec
+from nkiagent.perf.timeline import schedule
+
+
+def _events(kernel, inputs, target: str = "trn1"):
+    trace = emu.Trace()
+    emu.run_kernel(kernel, inputs, target=target, trace=trace)
+    tl = schedule(trace, get_spec(target))
+    return trace, tl
+
+
+def test_two_independent_dmas_overlap_and_a_matmul_waits_for_its_loads() -> None:
+    import nki.isa as nisa
+    import nki.language as nl
+
+    def kernel(a, b):
+        out = nl.ndarray((8, 8), nl.float32, buffer=nl.shared_hbm)
+        s = nl.ndarray((8, 8), nl.bfloat16)
+        m = nl.ndarray((8, 8), nl.bfloat16)
+        nisa.dma_copy(dst=s, src=a)  # 8 partitions -> one queue each, so both can run at once
+        nisa.dma_copy(dst=m, src=b)
+        p = nl.ndarray((8, 8), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=p, stationary=s, moving=m)
+        r = nl.ndarray((8, 8), nl.float32)
+        nisa.tensor_copy(dst=r, src=p)
+        nisa.dma_copy(dst=out, src=r)
+        return out
+
+    import ml_dtypes
+
+    x = np.ones((8, 8), ml_dtypes.bfloat16)
+    _, tl = _events(kernel, (x, x))
+    load_a, load_b, mm, copy, store = tl.events
+    assert load_a.start_ns == load_b.start_ns == 0.0  # overlap
+    assert mm.start_ns >= max(load_a.end_ns, load_b.end_ns)  # RAW on both operands
+    assert copy.start_ns >= mm.end_ns  # PSUM read waits for the matmul
+    assert store.start_ns >= copy.end_ns
+    assert tl.latency_ns == pytest.approx(store.end_ns)
+
+
+def test_psum_read_waits_for_the_last_accumulating_matmul() -> None:
+    import nki.isa as nisa
+    import nki.language as nl
+
+    def kernel():
+        out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+        s = nl.zeros((128, 128), nl.bfloat16)
+        m = nl.zeros((128, 512), nl.bfloat16)
+        p = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
+        for _ in nl.affine_range(4):
+            nisa.nc_matmul(dst=p, stationary=s, moving=m)
+        r = nl.ndarray((128, 512), nl.float32)
+        nisa.tensor_copy(dst=r, src=p)
+        nisa.dma_copy(dst=out, src=r)
+        return out
+
+    trace, tl = _events(kernel, ())
+    mms = [e for e in tl.events if e.op == "nc_matmul"]
+    copy = next(e for e in tl.events if e.op == "tensor_copy")
+    assert len(mms) == 4
+    assert all(b.start_ns >= a.end_ns for a, b in zip(mms, mms[1:]))  # WAW chain on the accumulator
+    assert copy.start_ns >= mms[-1].end_ns
+
+
+def test_independent_loop_iterations_overlap_across_engines() -> None:
+    """DMA of iteration i+1 runs while VectorE works on iteration i: total < sum of parts."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    def kernel(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(a.shape[0] // 128):
+            t = nl.ndarray((128, a.shape[1]), a.dtype)
+            nisa.dma_copy(dst=t, src=a[i * 128 : (i + 1) * 128, :])
+            u = nl.ndarray((128, a.shape[1]), a.dtype)
+            nisa.activation(dst=u, op=nl.exp, data=t)
+            nisa.dma_copy(dst=out[i * 128 : (i + 1) * 128, :], src=u)
+        return out
+
+    a = np.zeros((1024, 2048), np.float32)
+    _, tl = _events(kernel, (a,))
+    dma_busy = sum(e.busy_ns * len(e.queues) / 16 for e in tl.events if e.engine == "dma")
+    acts = [e for e in tl.events if e.op == "activation"]
+    assert tl.latency_ns < dma_busy + sum(e.busy_ns for e in acts)  # overlapped, not serialized
+    assert tl.latency_ns < dma_busy + 2 * acts[0].busy_ns + 2 * 1300  # only the pipeline fill/drain is exposed
+
+
+def test_memory_bound_kernel_is_diagnosed_with_advice_naming_the_cause() -> None:
+    """Reloading the same operand for every matmul leaves TensorE idle while DMA is saturated."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    def kernel(lhsT, rhs):
+        out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+        p = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
+        for k in nl.affine_range(lhsT.shape[0] // 128):
+            s = nl.ndarray((128, 128), lhsT.dtype)
+            m = nl.ndarray((128, 512), rhs.dtype)
+            nisa.dma_copy(dst=s, src=lhsT[k * 128 : (k + 1) * 128, 0:128])
+            nisa.dma_copy(dst=m, src=rhs[k * 128 : (k + 1) * 128, 0:512])
+            nisa.nc_matmul(dst=p, stationary=s, moving=m)
+        r = nl.ndarray((128, 512), nl.float32)
+        nisa.tensor_copy(dst=r, src=p)
+        nisa.dma_copy(dst=out, src=r)
+        return out
+
+    run = profile_kernel(kernel, (emu.ShapeSpec((4096, 128), "bfloat16"), emu.ShapeSpec((4096, 512), "bfloat16")), target="trn1", timing_only=True)
+    p = run.profile
+    assert p.bottleneck == "memory-bound (DMA)"
+    assert p.engines["TensorE"].active_pct < 30
+    assert any(a.startswith("memory-bound") and "TensorE" in a for a in p.advice)
+    assert any(a.startswith("small DMAs") for a in p.advice)  # 256 B per partition for the 128-wide bf16 tiles
+    assert p.timing_source == "emulator-estimate"
+    text = summary_text(p)
+    assert len(text.splitlines()) <= 40 and "emulator-estimate" in text
+
+
+def test_timing_only_matches_functional_estimate() -> None:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "vector_add.py"
+    spec = importlib.util.spec_from_file_location("ex_vadd", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    a = np.ones((512, 1024), np.float32)
+    real = profile_kernel(mod.vector_add, (a, a), target="trn2")
+    fake = profile_kernel(mod.vector_add, (emu.ShapeSpec((512, 1024)), emu.ShapeSpec((512, 1024))), target="trn2", timing_only=True)
+    np.testing.assert_array_equal(real.outputs, a + a)
+    assert fake.profile.latency_us == real.profile.latency_us
+    assert fake.outputs.shape == (512, 1024)
+
+
+def test_estimate_below_speed_of_light_is_flagged() -> None:
+    trace = emu.Trace()
+    import nki.isa as nisa
+    import nki.language as nl
+
+    def kernel(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(a.shape, a.dtype)
+        nisa.dma_copy(dst=t, src=a)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    emu.run_kernel(kernel, (np.zeros((128, 512), np.float32),), trace=trace, target="trn2")
+    honest = speed_of_light(get_spec("trn2"), hbm_bytes=2 * 128 * 512 * 4)
+    p, _ = profile_trace(trace, sol=honest)
+    assert not p.below_speed_of_light and 0 < p.fraction_of_sol <= 1
+    impossible = speed_of_light(get_spec("trn2"), matmul_flops=1e13)
+    p2, _ = profile_trace(trace, sol=impossible)
+    assert p2.below_speed_of_light
+    assert any(a.startswith("BELOW SPEED OF LIGHT") for a in p2.advice)
+
+
+def test_chrome_trace_has_a_track_per_engine_and_dma_queue() -> None:
+    import nki.isa as nisa
+    import nki.language as nl
+
+    def kernel(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(a.shape, a.dtype)
+        nisa.dma_copy(dst=t, src=a)
+        u = nl.ndarray(a.shape, a.dtype)
+        nisa.activation(dst=u, op=nl.exp, data=t)
+        nisa.dma_copy(dst=out, src=u)
+        return out
+
+    trace, tl = _events(kernel, (np.zeros((128, 512), np.float32),))
+    doc = chrome_trace(trace, tl, get_spec("trn1"))
+    names = {e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "thread_name"}
+    assert {"TensorE", "VectorE", "ScalarE", "GpSimd"} <= names and "DMA queue 15" in names
+    spans = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    assert {e["name"] for e in spans} == {"dma_copy", "activation"}
+    assert doc["otherData"]["timing_source"] == "emulator-estimate"
