@@ -124,14 +124,30 @@ def bench_dispatch(repeats: int, n_ops: int = DISPATCH_OPS) -> dict[str, float]:
     return {"traced_us": statistics.median(traced) / per * 1e6, "untraced_us": untraced / per * 1e6}
 
 
+def _peak_rss_bytes() -> int:
+    """This process's peak RSS.
+
+    ``VmHWM`` from ``/proc/self/status`` where it exists, because Linux carries ``ru_maxrss`` over
+    ``exec`` from the forked parent, which would charge the parent's arrays to the child's baseline.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss is bytes on macOS, KiB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+
+
 def _rss_child(kernel_name: str) -> None:
     """Subprocess body for (c): print baseline and peak RSS (bytes) of one traced 2048³ run as JSON."""
-    baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+    baseline = _peak_rss_bytes()
     lhsT, rhs = _matmul_inputs(MATMUL_SIZE)
     trace = emu.Trace()
     emu.run_kernel(_matmul_kernel(kernel_name), (lhsT, rhs), trace=trace)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"baseline": baseline, "peak": peak, "instructions": len(trace)}))
+    print(json.dumps({"baseline": baseline, "peak": _peak_rss_bytes(), "instructions": len(trace)}))
 
 
 def bench_rss(kernel_name: str) -> dict[str, float]:
@@ -171,9 +187,9 @@ def main() -> None:
         _rss_child(args.kernel)
         return
 
+    rss = bench_rss(args.kernel)
     mm = bench_matmul(args.kernel, args.repeats)
     dispatch = bench_dispatch(args.repeats)
-    rss = bench_rss(args.kernel)
     ratio = mm["emu_s"] / mm["numpy_s"]
     mib = 1 << 20
 

@@ -12,6 +12,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from .errors import NkiTypeError
+
 __all__ = [
     "DTYPES",
     "bool_",
@@ -87,7 +89,7 @@ def as_dtype(d: Any) -> np.dtype:
         key = _ALIASES.get(d, d)
         if key in DTYPES:
             return DTYPES[key]
-        raise TypeError(f"unknown dtype {d!r}; supported: {', '.join(DTYPES)}")
+        raise NkiTypeError("err_unsupported_dtype", f"unknown dtype {d!r}; supported: {', '.join(DTYPES)}")
     if d is bool:
         return bool_
     if d is float:
@@ -97,7 +99,13 @@ def as_dtype(d: Any) -> np.dtype:
     name = getattr(d, "name", None) or str(d)
     if name.startswith("torch."):
         return as_dtype(name[len("torch."):])
-    return np.dtype(d)
+    try:
+        named = np.dtype(d)
+    except TypeError:
+        named = None
+    if named is None or named not in _NAMES:
+        raise NkiTypeError("err_unsupported_dtype", f"{d!r} is not an NKI dtype; supported: {', '.join(DTYPES)}")
+    return named
 
 
 def dtype_name(d: np.dtype) -> str:
@@ -175,7 +183,8 @@ def store_cast(values: np.ndarray, d: np.dtype) -> np.ndarray:
         if info is None:
             return values != 0
         with np.errstate(invalid="ignore"):
-            return np.clip(np.rint(np.nan_to_num(values, nan=0.0)), info.min, info.max).astype(d)
+            # clip in float64: float32 cannot hold int32's max (it rounds up to 2**31 and wraps)
+            return np.clip(np.rint(np.nan_to_num(values.astype(np.float64), nan=0.0)), info.min, info.max).astype(d)
     return values.astype(d, copy=False)
 
 

@@ -256,6 +256,7 @@ def run_kernel(
                 r = k.fn(*targs, **tkw)
                 if pid == programs[0]:
                     result = r
+            ctx.finish()
             for alloc in _outputs(result):
                 _mark(ctx, alloc, "output")
             code = getattr(k.fn, "__code__", None)

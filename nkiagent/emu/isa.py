@@ -22,6 +22,7 @@ from .ops import (
     ANY,
     HBM,
     ON_CHIP,
+    axis_tuple,
     SBUF_ONLY,
     check_act_range,
     check_compute_operand,
@@ -134,6 +135,14 @@ def _check_indirect(t: NkiTensor, mode: Any) -> None:
         )
 
 
+def _saturate_int(vals: np.ndarray, d: np.dtype) -> np.ndarray:
+    """Integer → integer conversion keeps values exact but saturates like the float → int path (no wrap-around)."""
+    if d == dt.bool_:
+        return vals
+    info = np.iinfo(d)
+    return np.clip(vals.astype(np.int64), info.min, info.max)
+
+
 def dma_copy(dst: Any, src: Any, priority: Any = None, oob_mode: Any = oob_mode.error, dge_mode: Any = dge_mode.unknown,
              engine: Any = engine.unknown, name: Any = None) -> None:
     """Copy ``src`` to ``dst`` through a DMA queue (HBM↔SBUF, SBUF↔SBUF, HBM↔HBM); casts via fp32."""
@@ -165,6 +174,8 @@ def dma_copy(dst: Any, src: Any, priority: Any = None, oob_mode: Any = oob_mode.
     vals = src._np()
     if src.dtype != dst.dtype and not (dt.is_int(src.dtype) and dt.is_int(dst.dtype)):
         vals = vals.astype(np.float32)
+    elif src.dtype != dst.dtype:
+        vals = _saturate_int(vals, dst.dtype)
     if src._valid is not None:  # oob_mode=skip: the skipped source elements leave dst untouched
         vals = np.where(src._valid, vals, dst._np().reshape(src.shape))
     write(ctx, dst, vals.reshape(dst.shape))
@@ -209,6 +220,8 @@ def tensor_copy(dst: Any, src: Any, engine: Any = engine.unknown, name: Any = No
     vals = src._np()
     if not (dt.is_int(src.dtype) and dt.is_int(dst.dtype)) and vals.dtype != np.float32:
         vals = vals.astype(np.float32)
+    elif src.dtype != dst.dtype and dt.is_int(src.dtype) and dt.is_int(dst.dtype):
+        vals = _saturate_int(vals, dst.dtype)
     close_psum_group(src)
     write(ctx, dst, _pf(vals, _p(src)).reshape(dst.shape))
 
@@ -223,6 +236,11 @@ def memset(dst: Any, value: Any, engine: Any = engine.unknown, name: Any = None)
         raise NkiTypeError("err_memset_value_type", f"memset value {value!r} does not match dst dtype {dt.dtype_name(dst.dtype)}; pass an int")
     if not isinstance(value, (int, float, bool, np.integer, np.floating)):
         raise NkiTypeError("err_memset_value_type", f"memset value must be a number, got {type(value).__name__}")
+    if dt.is_int(dst.dtype) and dst.dtype != dt.bool_ and not np.iinfo(dst.dtype).min <= value <= np.iinfo(dst.dtype).max:
+        info = np.iinfo(dst.dtype)
+        raise NkiTypeError(
+            "err_memset_value_range", f"memset value {value!r} is outside the range [{info.min}, {info.max}] of dst dtype {dt.dtype_name(dst.dtype)}"
+        )
     record(ctx, op, eng, [], [("dst", dst)], value=float(value))
     if ctx.compute:
         write(ctx, dst, np.asarray(value, dtype=np.float64 if not dt.is_int(dst.dtype) else np.int64))
@@ -480,7 +498,7 @@ def activation_reduce(dst: Any, op: Any, data: Any, reduce_op: Any, reduce_res: 
 
 
 def _norm_axes(opn: str, data: NkiTensor, axis: Any) -> tuple[int, ...]:
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = axis_tuple(opn, axis)
     nd = data.ndim
     axes = tuple(sorted(int(a) + nd if int(a) < 0 else int(a) for a in axes))
     if not axes or any(a <= 0 or a >= nd for a in axes):

@@ -45,8 +45,6 @@ from . import dtypes as dt  # noqa: E402
 from .alu import AluOp, alu_op, op_name  # noqa: E402
 from .errors import NkiOutOfBoundsError, NkiRuntimeError, NkiTypeError, NkiUnsupportedError, NkiValidationError, warn  # noqa: E402
 from .isa import reduce_cmd  # noqa: E402
-
-_RC = reduce_cmd  # the enum, for bodies whose ``reduce_cmd`` parameter shadows it
 from .memory import KernelContext, current  # noqa: E402
 from .ops import (  # noqa: E402
     HBM,
@@ -62,6 +60,8 @@ from .ops import (  # noqa: E402
     write,
 )
 from .tensor import NkiTensor  # noqa: E402
+
+_RC = reduce_cmd  # the enum, for bodies whose ``reduce_cmd`` parameter shadows it
 
 __all__ = [
     "VirtualRegister",
@@ -119,7 +119,8 @@ def _same_partitions(op: str, named: Sequence[tuple[str, NkiTensor]]) -> None:
     if any(_pp(t) != p0 for _, t in named[1:]):
         raise NkiValidationError(
             "err_num_partition_mismatch",
-            f"number of partitions (dimension 0 size of a tile) mismatch in parameters ({', '.join(_shape(t, r) for r, t in named)}) of '{op}'",
+            "number of partitions (dimension 0 size of a tile) mismatch in parameters "
+            f"({', '.join(_shape(t, r) for r, t in named)}) of '{op}'",
         )
 
 
@@ -137,7 +138,8 @@ def _require_gen(ctx: KernelContext, op: str, nc_version: int) -> None:
     if ctx.target.nc_version < nc_version:
         names = {3: "trn2 (NeuronCore-v3)", 4: "trn3 (NeuronCore-v4)"}
         raise NkiUnsupportedError(
-            "err_isa_unsupported_target", f"{op} is only available on {names[nc_version]} and newer; the current target is {ctx.target.name}"
+            "err_isa_unsupported_target",
+            f"{op} is only available on {names[nc_version]} and newer; the current target is {ctx.target.name}",
         )
 
 
@@ -156,12 +158,19 @@ def _cmd(op: str, value: Any, allowed: Sequence[reduce_cmd]) -> reduce_cmd:
     return cmd
 
 
+def _check_reduce_enabled(op: str, cmd: reduce_cmd) -> None:
+    """``reduce_res`` is only written by an instruction that accumulates (``reduce_cmd`` not ``idle``)."""
+    if cmd == _RC.idle:
+        raise NkiValidationError(
+            "err_reduce_cmd",
+            f"{op} reduce_res is given but reduce_cmd is idle, which performs no reduction; pass reduce_cmd=nisa.reduce_cmd.reset_reduce",
+        )
+
+
 def _reduce_alu(op: str, reduce_op: Any, allowed: Sequence[str]) -> AluOp:
     alu = alu_op(reduce_op, op)
     if alu.name not in allowed:
-        raise NkiValidationError(
-            "err_reduce_op", f"{op} reduce_op must be {' or '.join('nl.' + a for a in allowed)}, got {alu.name}"
-        )
+        raise NkiValidationError("err_reduce_op", f"{op} reduce_op must be {' or '.join('nl.' + a for a in allowed)}, got {alu.name}")
     return alu
 
 
@@ -269,7 +278,8 @@ def bn_stats(dst: Any, data: Any, name: Any = None) -> None:
         )
     if _epp(dst) != 6:
         raise NkiValidationError(
-            "err_bn_stats_dst_shape", f"bn_stats dst must hold 6 elements per partition (count, mean, var*count for even and odd elements), got {_shape(dst, 'dst')}"
+            "err_bn_stats_dst_shape",
+            f"bn_stats dst must hold 6 elements per partition (count, mean, var*count for even and odd elements), got {_shape(dst, 'dst')}",
         )
     record(ctx, op, "vector", [("data", data)], [("dst", dst)])
     if not ctx.compute:
@@ -296,10 +306,13 @@ def bn_aggr(dst: Any, data: Any, name: Any = None) -> None:
     if _epp(data) == 0 or _epp(data) % 3:
         raise NkiValidationError(
             "err_bn_aggr_input_size",
-            f"bn_aggr data must hold a multiple of 3 elements per partition ((count, mean, var*count) triples from bn_stats), got {_epp(data)}",
+            "bn_aggr data must hold a multiple of 3 elements per partition ((count, mean, var*count) triples from bn_stats), "
+            f"got {_epp(data)}",
         )
     if _epp(dst) != 2:
-        raise NkiValidationError("err_bn_aggr_dst_shape", f"bn_aggr dst must hold 2 elements per partition (mean, variance), got {_shape(dst, 'dst')}")
+        raise NkiValidationError(
+            "err_bn_aggr_dst_shape", f"bn_aggr dst must hold 2 elements per partition (mean, variance), got {_shape(dst, 'dst')}"
+        )
     record(ctx, op, "vector", [("data", data)], [("dst", dst)])
     if not ctx.compute:
         return
@@ -317,8 +330,9 @@ def bn_aggr(dst: Any, data: Any, name: Any = None) -> None:
 # --------------------------------------------------------------------------------------------
 # Scans and cumulative ops
 # --------------------------------------------------------------------------------------------
-def tensor_tensor_scan(dst: Any, data0: Any, data1: Any, initial: Any, op0: Any, op1: Any, reverse0: bool = False,
-                       reverse1: bool = False, name: Any = None) -> None:
+def tensor_tensor_scan(
+    dst: Any, data0: Any, data1: Any, initial: Any, op0: Any, op1: Any, reverse0: bool = False, reverse1: bool = False, name: Any = None
+) -> None:
     """Per-partition scan on VectorE over the flattened free elements, in fp32.
 
     ``r[0] = op1(op0(data0[0], initial), data1[0])`` and ``r[i] = op1(op0(data0[i], r[i-1]), data1[i])``;
@@ -359,8 +373,9 @@ _CUMULATIVE_OPS = ("add", "subtract", "multiply", "maximum", "minimum")
 _ACCUMULATE = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum}
 
 
-def tensor_scalar_cumulative(dst: Any, src: Any, op0: Any, op1: Any, imm0: Any, imm1: Any = None,
-                             reduce_cmd: Any = reduce_cmd.reset_reduce, name: Any = None) -> None:
+def tensor_scalar_cumulative(
+    dst: Any, src: Any, op0: Any, op1: Any, imm0: Any, imm1: Any = None, reduce_cmd: Any = reduce_cmd.reset_reduce, name: Any = None
+) -> None:
     """Running reduction on VectorE: ``reg = op1(op0(src[i], imm0), reg); dst[i] = reg`` per partition.
 
     ``op1`` is add, subtract, multiply, maximum or minimum. The running value is the Vector
@@ -381,7 +396,10 @@ def tensor_scalar_cumulative(dst: Any, src: Any, op0: Any, op1: Any, imm0: Any, 
     check_same_shape_pp(op, [("src", src), ("dst", dst)])
     for role, t in (("src", src), ("dst", dst)):
         if t.dtype in (dt.int32, dt.uint32):
-            raise NkiValidationError("err_cumulative_dtype", f"{op} does not support {dt.dtype_name(t.dtype)} {role} (ISA limitation); use a 16-bit integer or float type")
+            raise NkiValidationError(
+                "err_cumulative_dtype",
+                f"{op} does not support {dt.dtype_name(t.dtype)} {role} (ISA limitation); use a 16-bit integer or float type",
+            )
     if cmd == _RC.load_reduce and imm1 is None:
         raise NkiValidationError("err_reduce_init", f"{op} with reduce_cmd=load_reduce needs imm1, the accumulator's initial value")
     c0 = scalar_or_column(op, "imm0", imm0, src)
@@ -413,9 +431,19 @@ _UNARY_OP0 = {"abs": np.abs}
 _REDUCE_OPS = ("add", "multiply", "maximum", "minimum")
 
 
-def tensor_scalar_reduce(dst: Any, data: Any, op0: Any, operand0: Any, reduce_op: Any, reduce_res: Any = None, reverse0: bool = False,
-                         reduce_cmd: Any = reduce_cmd.reset_reduce, reduce_init: Any = None, reduce_res_negate: bool = False,
-                         name: Any = None) -> None:
+def tensor_scalar_reduce(
+    dst: Any,
+    data: Any,
+    op0: Any,
+    operand0: Any,
+    reduce_op: Any,
+    reduce_res: Any = None,
+    reverse0: bool = False,
+    reduce_cmd: Any = reduce_cmd.reset_reduce,
+    reduce_init: Any = None,
+    reduce_res_negate: bool = False,
+    name: Any = None,
+) -> None:
     """``dst = data op0 operand0`` on VectorE plus a reduction of each row of that result.
 
     ``reduce_op`` (add, multiply, maximum, minimum) folds all free elements of each partition
@@ -434,9 +462,13 @@ def tensor_scalar_reduce(dst: Any, data: Any, op0: Any, operand0: Any, reduce_op
     if unary is None:
         a0 = alu_op(op0, op)
         if a0.kind != "arith":
-            raise NkiValidationError("err_tensor_scalar_reduce_op", f"{op} op0 must be an arithmetic operator (bitvec ops are not supported), got {a0.name}")
+            raise NkiValidationError(
+                "err_tensor_scalar_reduce_op", f"{op} op0 must be an arithmetic operator (bitvec ops are not supported), got {a0.name}"
+            )
     elif operand0 is not None and (isinstance(operand0, NkiTensor) or operand0 != 0):
-        raise NkiValidationError("err_tensor_scalar_reduce_op", f"{op} operand0 must be None or 0 with the unary op0 nl.{name0}, got {operand0!r}")
+        raise NkiValidationError(
+            "err_tensor_scalar_reduce_op", f"{op} operand0 must be None or 0 with the unary op0 nl.{name0}, got {operand0!r}"
+        )
     alu = _reduce_alu(op, reduce_op, _REDUCE_OPS)
     cmd = _cmd(op, reduce_cmd, (_RC.reset_reduce, _RC.reduce, _RC.load_reduce))
     if cmd == _RC.load_reduce and reduce_init is None:
@@ -475,8 +507,17 @@ def tensor_scalar_reduce(dst: Any, data: Any, op0: Any, operand0: Any, reduce_op
 _SELECT_PRED_DTYPES = (dt.bool_, dt.int8, dt.uint8, dt.int16, dt.uint16)
 
 
-def select_reduce(dst: Any, predicate: Any, on_true: Any, on_false: Any, reduce_res: Any = None, reduce_cmd: Any = reduce_cmd.idle,
-                  reduce_op: Any = None, reverse_pred: bool = False, name: Any = None) -> None:
+def select_reduce(
+    dst: Any,
+    predicate: Any,
+    on_true: Any,
+    on_false: Any,
+    reduce_res: Any = None,
+    reduce_cmd: Any = reduce_cmd.idle,
+    reduce_op: Any = None,
+    reverse_pred: bool = False,
+    name: Any = None,
+) -> None:
     """``dst = where(predicate, on_true, on_false)`` on VectorE, with an optional row max.
 
     ``predicate`` is a (u)int8/(u)int16 tile of ``on_true``'s shape (non-zero = true,
@@ -496,16 +537,15 @@ def select_reduce(dst: Any, predicate: Any, on_true: Any, on_false: Any, reduce_
         raise NkiValidationError("err_select_both_psum", f"{op} predicate and on_true cannot both be in PSUM")
     check_same_shape_pp(op, [("on_true", src), ("predicate", pred), ("dst", dst)])
     if pred.dtype not in _SELECT_PRED_DTYPES:
-        raise NkiValidationError("err_predicate_dtype", f"{op} predicate must be int8, uint8, int16 or uint16, got {dt.dtype_name(pred.dtype)}")
+        raise NkiValidationError(
+            "err_predicate_dtype", f"{op} predicate must be int8, uint8, int16 or uint16, got {dt.dtype_name(pred.dtype)}"
+        )
     if src.dtype in (dt.tfloat32, dt.int32, dt.uint32):
         raise NkiValidationError("err_select_dtype", f"{op} on_true cannot be {dt.dtype_name(src.dtype)}")
     p = _pp(src)
     writes = [("dst", dst)]
     if reduce_res is not None:
-        if cmd == _RC.idle:
-            raise NkiValidationError(
-                "err_reduce_cmd", f"{op} reduce_res is given but reduce_cmd is idle, which performs no reduction; pass reduce_cmd=nisa.reduce_cmd.reset_reduce"
-            )
+        _check_reduce_enabled(op, cmd)
         rr = _column(ctx, op, "reduce_res", reduce_res, p, "vector")
         if not dt.is_float(rr.dtype):
             raise NkiValidationError("err_reduce_res_dtype", f"{op} reduce_res must have a float dtype, got {dt.dtype_name(rr.dtype)}")
@@ -535,9 +575,20 @@ def select_reduce(dst: Any, predicate: Any, on_true: Any, on_false: Any, reduce_
 _RANGE_CMP = ("equal", "less", "less_equal", "greater", "greater_equal")
 
 
-def range_select(dst: Any, on_true_tile: Any, comp_op0: Any, comp_op1: Any, bound0: Any, bound1: Any,
-                 reduce_cmd: Any = reduce_cmd.reset_reduce, reduce_res: Any = None, reduce_op: Any = None, range_start: Any = 0,
-                 on_false_value: Any = FP32_MIN, name: Any = None) -> None:
+def range_select(
+    dst: Any,
+    on_true_tile: Any,
+    comp_op0: Any,
+    comp_op1: Any,
+    bound0: Any,
+    bound1: Any,
+    reduce_cmd: Any = reduce_cmd.reset_reduce,
+    reduce_res: Any = None,
+    reduce_op: Any = None,
+    range_start: Any = 0,
+    on_false_value: Any = FP32_MIN,
+    name: Any = None,
+) -> None:
     """Keep elements whose free index lies in a per-partition range, on VectorE (trn2+), with a row max.
 
     With ``idx = range_start + i`` for free element ``i`` (compared in fp32), element ``i`` of
@@ -555,10 +606,13 @@ def range_select(dst: Any, on_true_tile: Any, comp_op0: Any, comp_op1: Any, boun
     cmps = [alu_op(c, op) for c in (comp_op0, comp_op1)]
     for k, c in enumerate(cmps):
         if c.name not in _RANGE_CMP:
-            raise NkiValidationError("err_range_select_cmp", f"{op} comp_op{k} must be one of {', '.join('nl.' + n for n in _RANGE_CMP)}, got {c.name}")
+            raise NkiValidationError(
+                "err_range_select_cmp", f"{op} comp_op{k} must be one of {', '.join('nl.' + n for n in _RANGE_CMP)}, got {c.name}"
+            )
     if not isinstance(on_false_value, (int, float, np.integer, np.floating)) or np.float32(on_false_value) != np.float32(FP32_MIN):
         raise NkiValidationError(
-            "err_range_select_on_false", f"{op} on_false_value must be FP32_MIN (-3.4028235e+38), a hardware constraint; got {on_false_value!r}"
+            "err_range_select_on_false",
+            f"{op} on_false_value must be FP32_MIN (-3.4028235e+38), a hardware constraint; got {on_false_value!r}",
         )
     if not isinstance(range_start, (int, np.integer)):
         raise NkiTypeError("err_range_start", f"{op} range_start must be a compile-time integer, got {type(range_start).__name__}")
@@ -575,16 +629,24 @@ def range_select(dst: Any, on_true_tile: Any, comp_op0: Any, comp_op1: Any, boun
         if b.dtype != dt.float32:
             raise NkiValidationError("err_range_select_bound_dtype", f"{op} {role} must be float32, got {dt.dtype_name(b.dtype)}")
     if _epp(src) + int(range_start) > 2**24:
-        raise NkiValidationError("err_range_select_index", f"{op} range_start + free index reaches {_epp(src) + int(range_start)}, beyond the 2^24 exactly representable in fp32")
+        raise NkiValidationError(
+            "err_range_select_index",
+            f"{op} range_start + free index reaches {_epp(src) + int(range_start)}, beyond the 2^24 exactly representable in fp32",
+        )
     writes = [("dst", dst)]
     if reduce_res is not None:
-        if cmd == _RC.idle:
-            raise NkiValidationError(
-                "err_reduce_cmd", f"{op} reduce_res is given but reduce_cmd is idle, which performs no reduction; pass reduce_cmd=nisa.reduce_cmd.reset_reduce"
-            )
+        _check_reduce_enabled(op, cmd)
         writes.append(("reduce_res", _column(ctx, op, "reduce_res", reduce_res, p, "vector")))
-    record(ctx, op, "vector", [("on_true_tile", src), ("bound0", b0), ("bound1", b1)], writes,
-           cmp=(cmps[0].name, cmps[1].name), reduce_cmd=cmd.name, range_start=int(range_start))
+    record(
+        ctx,
+        op,
+        "vector",
+        [("on_true_tile", src), ("bound0", b0), ("bound1", b1)],
+        writes,
+        cmp=(cmps[0].name, cmps[1].name),
+        reduce_cmd=cmd.name,
+        range_start=int(range_start),
+    )
     if not ctx.compute:
         return
     idx = (np.arange(_epp(src), dtype=np.float32) + np.float32(range_start))[None, :]
@@ -626,7 +688,10 @@ def tensor_copy_predicated(dst: Any, src: Any, predicate: Any, reverse_pred: boo
             raise NkiValidationError("err_copy_predicated_both_psum", f"{op} src and predicate cannot both be in PSUM")
         check_same_shape_pp(op, [("src", src), ("predicate", pred), ("dst", dst)])
         if src.dtype != dst.dtype:
-            raise NkiValidationError("err_copy_predicated_dtype", f"{op} src and dst must share a dtype, got {dt.dtype_name(src.dtype)} and {dt.dtype_name(dst.dtype)}")
+            raise NkiValidationError(
+                "err_copy_predicated_dtype",
+                f"{op} src and dst must share a dtype, got {dt.dtype_name(src.dtype)} and {dt.dtype_name(dst.dtype)}",
+            )
         reads.append(("src", src))
     elif isinstance(src, (int, float, np.integer, np.floating)) and not isinstance(src, bool):
         check_same_shape_pp(op, [("predicate", pred), ("dst", dst)])
@@ -658,7 +723,8 @@ def _top8_source(op: str, role: str, t: NkiTensor, lower: int) -> None:
     n = _epp(t)
     if not lower <= n <= _TOP8_MAX:
         raise NkiValidationError(
-            "err_top8_free_size", f"{op} {role} must have between {lower} and {_TOP8_MAX} elements per partition, got {n} ({_shape(t, role)})"
+            "err_top8_free_size",
+            f"{op} {role} must have between {lower} and {_TOP8_MAX} elements per partition, got {n} ({_shape(t, role)})",
         )
 
 
@@ -711,7 +777,9 @@ _INDEX_DTYPES = (dt.uint16, dt.uint32)
 def _vals_operand(ctx: KernelContext, op: str, vals: Any, p: int) -> NkiTensor:
     v = check_compute_operand(ctx, op, "vals", vals, "vector")
     if _pp(v) != p or _epp(v) != 8:
-        raise NkiValidationError("err_top8_vals_shape", f"{op} vals must hold exactly 8 elements in each of the {p} partitions, got {_shape(v, 'vals')}")
+        raise NkiValidationError(
+            "err_top8_vals_shape", f"{op} vals must hold exactly 8 elements in each of the {p} partitions, got {_shape(v, 'vals')}"
+        )
     return v
 
 
@@ -818,12 +886,18 @@ def nc_stream_shuffle(dst: Any, src: Any, shuffle_mask: Any, name: Any = None) -
         raise NkiValidationError("err_shuffle_mask", f"{op} shuffle_mask must be a list of 32 partition indices, got {shuffle_mask!r}")
     for i, m in enumerate(mask):
         if not isinstance(m, (int, np.integer)) or not (0 <= int(m) < 32 or int(m) == _KEEP):
-            raise NkiValidationError("err_shuffle_mask", f"{op} shuffle_mask[{i}] = {m!r} must be a source partition 0..31 within the quadrant, or 255 to keep dst")
+            raise NkiValidationError(
+                "err_shuffle_mask",
+                f"{op} shuffle_mask[{i}] = {m!r} must be a source partition 0..31 within the quadrant, or 255 to keep dst",
+            )
     if src.dtype != dst.dtype:
-        raise NkiValidationError("err_shuffle_dtype", f"{op} dst must have src's dtype, got {dt.dtype_name(dst.dtype)} and {dt.dtype_name(src.dtype)}")
+        raise NkiValidationError(
+            "err_shuffle_dtype", f"{op} dst must have src's dtype, got {dt.dtype_name(dst.dtype)} and {dt.dtype_name(src.dtype)}"
+        )
     if _epp(src) != _epp(dst):
         raise NkiValidationError(
-            "err_free_size_mismatch", f"{op} dst must have as many elements per partition as src: {_shape(src, 'src')} vs {_shape(dst, 'dst')}"
+            "err_free_size_mismatch",
+            f"{op} dst must have as many elements per partition as src: {_shape(src, 'src')} vs {_shape(dst, 'dst')}",
         )
     src_p, dst_p = _pp(src), _pp(dst)
     active = -(-max(src_p, dst_p) // 32) * 32
@@ -832,7 +906,8 @@ def nc_stream_shuffle(dst: Any, src: Any, shuffle_mask: Any, name: Any = None) -
         if t.partition_start() not in allowed:
             raise NkiValidationError(
                 "err_start_partition",
-                f"{op} {role} starts at partition {t.partition_start()}; with {active} active partitions the accesses must start at partition "
+                f"{op} {role} starts at partition {t.partition_start()}; with {active} active partitions "
+                "the accesses must start at partition "
                 f"{' or '.join(map(str, allowed))}",
             )
     pairs: list[tuple[int, int]] = []
@@ -843,7 +918,8 @@ def nc_stream_shuffle(dst: Any, src: Any, shuffle_mask: Any, name: Any = None) -
         s = q * 32 + int(mask[i])
         if s >= src_p:
             raise NkiValidationError(
-                "err_shuffle_mask", f"{op} shuffle_mask[{i}] = {int(mask[i])} makes dst partition {row} read src partition {s}, but src has {src_p} partitions"
+                "err_shuffle_mask",
+                f"{op} shuffle_mask[{i}] = {int(mask[i])} makes dst partition {row} read src partition {s}, but src has {src_p} partitions",
             )
         pairs.append((row, s))
     record(ctx, op, "vector", [("src", src)], [("dst", dst)], shuffle_mask=tuple(int(m) for m in mask))
@@ -852,7 +928,7 @@ def nc_stream_shuffle(dst: Any, src: Any, shuffle_mask: Any, name: Any = None) -
     x = _rows(src._np(), src_p).copy()
     out = _rows(dst._np(), dst_p).copy()
     if pairs:
-        rows, sources = zip(*pairs)
+        rows, sources = zip(*pairs, strict=True)
         out[list(rows)] = x[list(sources)]
     close_psum_group(src)
     write(ctx, dst, out.reshape(dst.shape))
@@ -884,27 +960,41 @@ def local_gather(dst: Any, src_buffer: Any, index: Any, num_elem_per_idx: int = 
     p = _pp(src)
     _same_partitions(op, [("src_buffer", src), ("index", idx), ("dst", dst)])
     if p % _CORE_PARTITIONS:
-        raise NkiValidationError("err_local_gather_partitions", f"{op} src_buffer and index must span a multiple of 16 partitions (one GpSimd core each), got {p}")
+        raise NkiValidationError(
+            "err_local_gather_partitions",
+            f"{op} src_buffer and index must span a multiple of 16 partitions (one GpSimd core each), got {p}",
+        )
     if idx.dtype != dt.uint16:
         raise NkiValidationError("err_index_dtype", f"{op} index must be uint16, got {dt.dtype_name(idx.dtype)}")
     if dst.dtype != src.dtype:
-        raise NkiValidationError("err_local_gather_dtype", f"{op} does not cast: dst must have src_buffer's dtype {dt.dtype_name(src.dtype)}, got {dt.dtype_name(dst.dtype)}")
+        raise NkiValidationError(
+            "err_local_gather_dtype",
+            f"{op} does not cast: dst must have src_buffer's dtype {dt.dtype_name(src.dtype)}, got {dt.dtype_name(dst.dtype)}",
+        )
     if num_elem_per_idx not in _GATHER_ELEMS:
-        raise NkiValidationError("err_local_gather_elems", f"{op} num_elem_per_idx must be one of {list(_GATHER_ELEMS)}, got {num_elem_per_idx!r}")
+        raise NkiValidationError(
+            "err_local_gather_elems", f"{op} num_elem_per_idx must be one of {list(_GATHER_ELEMS)}, got {num_elem_per_idx!r}"
+        )
     per_core = _CORE_PARTITIONS * _epp(idx)
     valid = per_core if num_valid_indices is None else int(num_valid_indices)
     if not 0 < valid <= per_core:
         raise NkiValidationError(
-            "err_local_gather_valid", f"{op} num_valid_indices must be between 1 and {per_core} (the indices in each 16-partition slice of index), got {valid}"
+            "err_local_gather_valid",
+            f"{op} num_valid_indices must be between 1 and {per_core} (the indices in each 16-partition slice of index), got {valid}",
         )
     if valid > _CORE_MAX_INDICES:
-        raise NkiValidationError("err_local_gather_valid", f"{op} gathers {valid} indices per GpSimd core; the maximum is {_CORE_MAX_INDICES}")
+        raise NkiValidationError(
+            "err_local_gather_valid", f"{op} gathers {valid} indices per GpSimd core; the maximum is {_CORE_MAX_INDICES}"
+        )
     if _epp(dst) != valid * num_elem_per_idx:
         raise NkiValidationError(
             "err_local_gather_dst_shape",
-            f"{op} dst must hold num_valid_indices * num_elem_per_idx = {valid * num_elem_per_idx} elements per partition, got {_shape(dst, 'dst')}",
+            f"{op} dst must hold num_valid_indices * num_elem_per_idx = {valid * num_elem_per_idx} elements per partition, "
+            f"got {_shape(dst, 'dst')}",
         )
-    record(ctx, op, "gpsimd", [("src_buffer", src), ("index", idx)], [("dst", dst)], num_elem_per_idx=num_elem_per_idx, num_valid_indices=valid)
+    record(
+        ctx, op, "gpsimd", [("src_buffer", src), ("index", idx)], [("dst", dst)], num_elem_per_idx=num_elem_per_idx, num_valid_indices=valid
+    )
     if not ctx.compute:
         return
     x = _rows(src._np(), p)
@@ -918,7 +1008,8 @@ def local_gather(dst: Any, src_buffer: Any, index: Any, num_elem_per_idx: int = 
         if cols.max() >= x.shape[1]:
             raise NkiOutOfBoundsError(
                 "err_local_gather_index",
-                f"{op} index {int(flat.max())} of GpSimd core {c} reads elements up to {int(cols.max())}, past the {x.shape[1]} elements per partition of src_buffer",
+                f"{op} index {int(flat.max())} of GpSimd core {c} reads elements up to {int(cols.max())}, "
+                f"past the {x.shape[1]} elements per partition of src_buffer",
             )
         out[rows] = x[rows][:, cols]
     write(ctx, dst, out.reshape(dst.shape))
@@ -941,7 +1032,9 @@ def nc_n_gather(dst: Any, data: Any, indices: Any, name: Any = None) -> None:
     if ind.dtype != dt.uint32:
         raise NkiValidationError("err_index_dtype", f"{op} indices must be uint32, got {dt.dtype_name(ind.dtype)}")
     if dst.dtype != data.dtype:
-        raise NkiValidationError("err_n_gather_dtype", f"{op} dst must have data's dtype {dt.dtype_name(data.dtype)}, got {dt.dtype_name(dst.dtype)}")
+        raise NkiValidationError(
+            "err_n_gather_dtype", f"{op} dst must have data's dtype {dt.dtype_name(data.dtype)}, got {dt.dtype_name(dst.dtype)}"
+        )
     record(ctx, op, "gpsimd", [("data", data), ("indices", ind)], [("dst", dst)])
     if not ctx.compute:
         return
@@ -972,11 +1065,16 @@ def dropout(dst: Any, data: Any, prob: Any, name: Any = None) -> None:
     dst = check_compute_operand(ctx, op, "dst", dst, "vector")
     check_same_shape_pp(op, [("data", data), ("dst", dst)])
     if dst.dtype != data.dtype:
-        raise NkiValidationError("err_dropout_dtype", f"{op} dst.dtype must equal data.dtype, got {dt.dtype_name(dst.dtype)} and {dt.dtype_name(data.dtype)}")
+        raise NkiValidationError(
+            "err_dropout_dtype", f"{op} dst.dtype must equal data.dtype, got {dt.dtype_name(dst.dtype)} and {dt.dtype_name(data.dtype)}"
+        )
     reads = [("data", data)]
     if isinstance(prob, NkiTensor):
         if dt.is_int(data.dtype) and prob.dtype != dt.float32:
-            raise NkiValidationError("err_dropout_prob_dtype", f"{op} prob must be float32 when data is {dt.dtype_name(data.dtype)}, got {dt.dtype_name(prob.dtype)}")
+            raise NkiValidationError(
+                "err_dropout_prob_dtype",
+                f"{op} prob must be float32 when data is {dt.dtype_name(data.dtype)}, got {dt.dtype_name(prob.dtype)}",
+            )
         if not dt.is_float(prob.dtype):
             raise NkiValidationError("err_dropout_prob_dtype", f"{op} prob must have a float dtype, got {dt.dtype_name(prob.dtype)}")
         reads.append(("prob", check_compute_operand(ctx, op, "prob", prob, "vector")))
@@ -999,8 +1097,15 @@ def dropout(dst: Any, data: Any, prob: Any, name: Any = None) -> None:
 _EXP_REDUCE_DTYPES = (dt.float8_e4m3, dt.float8_e5m2, dt.float16, dt.bfloat16, dt.float32, dt.tfloat32)
 
 
-def exponential(dst: Any, src: Any, max_value: Any = 0.0, reduce_res: Any = None, reduce_cmd: Any = reduce_cmd.idle,
-                reduce_init: Any = 0.0, name: Any = None) -> None:
+def exponential(
+    dst: Any,
+    src: Any,
+    max_value: Any = 0.0,
+    reduce_res: Any = None,
+    reduce_cmd: Any = reduce_cmd.idle,
+    reduce_init: Any = 0.0,
+    name: Any = None,
+) -> None:
     """``dst = exp(src - max_value)`` on VectorE (trn3 only), optionally summing each row.
 
     ``max_value`` is a number or a ``(P, 1)`` fp32 tile. With ``reduce_cmd`` ``reset_reduce``,
@@ -1019,14 +1124,13 @@ def exponential(dst: Any, src: Any, max_value: Any = 0.0, reduce_res: Any = None
         if t.ndim > 4:
             raise NkiValidationError("err_exceed_max_supported_dimension", f"{op} {role} has {t.ndim} dimensions; at most 4 are supported")
     if cmd != _RC.load_reduce and (isinstance(reduce_init, NkiTensor) or float(reduce_init) != 0.0):
-        raise NkiValidationError("err_reduce_init", f"{op} reduce_init must be unset or 0.0 unless reduce_cmd is load_reduce (got reduce_cmd={cmd.name})")
+        raise NkiValidationError(
+            "err_reduce_init", f"{op} reduce_init must be unset or 0.0 unless reduce_cmd is load_reduce (got reduce_cmd={cmd.name})"
+        )
     p = _pp(src)
     writes = [("dst", dst)]
     if reduce_res is not None:
-        if cmd == _RC.idle:
-            raise NkiValidationError(
-                "err_reduce_cmd", f"{op} reduce_res is given but reduce_cmd is idle, which performs no reduction; pass reduce_cmd=nisa.reduce_cmd.reset_reduce"
-            )
+        _check_reduce_enabled(op, cmd)
         rr = _column(ctx, op, "reduce_res", reduce_res, p, "vector")
         if rr.dtype not in _EXP_REDUCE_DTYPES:
             raise NkiValidationError("err_reduce_res_dtype", f"{op} reduce_res must have a float dtype, got {dt.dtype_name(rr.dtype)}")
@@ -1101,7 +1205,10 @@ class VirtualRegister:
 
 def _register(op: str, role: str, reg: Any) -> VirtualRegister:
     if not isinstance(reg, VirtualRegister):
-        raise NkiTypeError("err_expected_register", f"{op}: operand '{role}' must be a VirtualRegister from nisa.register_alloc(), got {type(reg).__name__}")
+        raise NkiTypeError(
+            "err_expected_register",
+            f"{op}: operand '{role}' must be a VirtualRegister from nisa.register_alloc(), got {type(reg).__name__}",
+        )
     return reg
 
 
@@ -1110,9 +1217,13 @@ def _scalar_tensor(op: str, role: str, t: Any) -> NkiTensor:
     t = require_tensor(op, role, t)
     check_memory(op, role, t, SBUF_ONLY | HBM)
     if t.size != 1:
-        raise NkiValidationError("err_register_tensor_shape", f"{op} {role} must hold exactly one element (shape [1] or [1, 1]), got {list(t.shape)}")
+        raise NkiValidationError(
+            "err_register_tensor_shape", f"{op} {role} must hold exactly one element (shape [1] or [1, 1]), got {list(t.shape)}"
+        )
     if not dt.is_int(t.dtype) or t.dtype == dt.bool_:
-        raise NkiValidationError("err_register_tensor_dtype", f"{op} {role} must be a 32-bit or narrower integer tensor, got {dt.dtype_name(t.dtype)}")
+        raise NkiValidationError(
+            "err_register_tensor_dtype", f"{op} {role} must be a 32-bit or narrower integer tensor, got {dt.dtype_name(t.dtype)}"
+        )
     return t
 
 

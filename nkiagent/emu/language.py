@@ -36,7 +36,7 @@ from .dtypes import (  # noqa: F401  (re-exported as nl.float32 etc.)
 )
 from .errors import NkiTypeError, NkiValidationError
 from .memory import BUFFERS, Buffer, current, hbm, private_hbm, psum, running, sbuf, shared_hbm  # noqa: F401
-from .ops import HBM, not_emulated, record, require_tensor, tile, write
+from .ops import HBM, axis_tuple, not_emulated, record, require_tensor, tile, write
 from .targets import get_target
 from .tensor import DynSlice, NkiTensor, ds  # noqa: F401
 
@@ -473,8 +473,7 @@ invert = _make_unary("invert", "Bitwise not (integer tiles).")
 # --------------------------------------------------------------------------------------------
 def _reduce(name: str, x: Any, axis: Any, dtype: Any, keepdims: bool, negate: bool = False) -> NkiTensor:
     x = require_tensor(name, "x", x)
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    axes = tuple(int(a) + x.ndim if int(a) < 0 else int(a) for a in axes)
+    axes = tuple(a + x.ndim if a < 0 else a for a in axis_tuple(f"nl.{name}", axis))
     shape = tuple((1 if keepdims else None) if k in axes else n for k, n in enumerate(x.shape))
     shape = tuple(s for s in shape if s is not None)
     out = tile(_onchip_shape(shape) if len(shape) >= 2 else (x.shape[0], 1), dtype or x.dtype)
@@ -514,8 +513,7 @@ sum._nki_op, max._nki_op, min._nki_op, prod._nki_op = "add", "maximum", "minimum
 
 
 def _count(x: NkiTensor, axis: Any) -> int:
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    return math.prod(x.shape[int(a)] for a in axes)
+    return math.prod(x.shape[a] for a in axis_tuple("nl.mean", axis))
 
 
 def mean(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **kwargs: Any) -> NkiTensor:
@@ -530,7 +528,12 @@ def var(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **kwargs: 
     """Population variance along the last free axis."""
     m = mean(x, axis, float32, keepdims=True)
     centered = tile(x.shape, float32)
-    isa.tensor_scalar(dst=centered, data=x, op0=subtract, operand0=m)
+    if m.size == m.shape[0]:
+        isa.tensor_scalar(dst=centered, data=x, op0=subtract, operand0=m)
+    else:  # one mean per row of a 3-D+ tile is no (P, 1) column: subtract a stride-0 broadcast view instead
+        for d, n in enumerate(x.shape):
+            m = m.broadcast(d, n) if m.shape[d] != n else m
+        isa.tensor_tensor(dst=centered, data1=x, data2=m, op=subtract)
     sq = tile(x.shape, float32)
     isa.activation(dst=sq, op=square, data=centered)
     return mean(sq, axis, dtype or x.dtype, keepdims)
@@ -539,8 +542,7 @@ def var(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **kwargs: 
 def softmax(x: Any, axis: Any = -1, dtype: Any = None, **kwargs: Any) -> NkiTensor:
     """Softmax along the last axis: max, exp with the max as bias, row sum, reciprocal, scale."""
     x = require_tensor("softmax", "x", x)
-    ax = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    if [int(a) % x.ndim for a in ax] != [x.ndim - 1]:
+    if [a % x.ndim for a in axis_tuple("nl.softmax", axis)] != [x.ndim - 1]:
         raise NkiValidationError("err_softmax_axis", f"nl.softmax supports only the last axis, got axis={axis} for a {x.ndim}-D tile")
     p = x.shape[0]
     neg_max = tile((p, 1), float32)

@@ -11,7 +11,6 @@ views.
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -72,6 +71,7 @@ class Alloc:
         "acc_open",
         "written",
         "is_input",
+        "rec",
         "__weakref__",
     )
 
@@ -98,10 +98,38 @@ class Alloc:
         self.acc_open: np.ndarray | None = None
         self.written = False
         self.is_input = False
+        self.rec: OnChipRecord | None = None
 
     @property
     def on_chip(self) -> bool:
         return self.memory in ("sbuf", "psum")
+
+
+class OnChipRecord:
+    """Lifetime facts of one SBUF/PSUM allocation, kept after the tensor itself is gone.
+
+    ``first``/``last`` are the sequence numbers of the first and last instruction touching it
+    (updated by :func:`~nkiagent.emu.ops.record`); the allocator pass uses them like a
+    compiler's liveness analysis.
+    """
+
+    __slots__ = ("uid", "memory", "bytes_pp", "first", "last", "name", "shape", "dtype", "location", "address", "manual")
+
+    def __init__(self, alloc: Alloc, location: str, manual: bool) -> None:
+        self.uid = alloc.uid
+        self.memory = alloc.memory
+        self.bytes_pp = alloc.bytes_pp
+        self.first = -1
+        self.last = -1
+        self.name = alloc.name
+        self.shape = alloc.shape
+        self.dtype = alloc.dtype
+        self.location = location
+        self.address = alloc.address
+        self.manual = manual
+
+    def describe(self) -> str:
+        return f"`{self.name}` {list(self.shape)} {dt.dtype_name(self.dtype)} ({self.bytes_pp} B/partition, {self.location})"
 
 
 _CURRENT: KernelContext | None = None
@@ -132,10 +160,9 @@ class KernelContext:
         self.grid: tuple[int, ...] = ()
         self.seq = 0
         self.next_uid = 1
-        self.sbuf_used = 0
         self.sbuf_peak = 0
-        self.sbuf_live: dict[int, tuple[int, int]] = {}  # uid -> (start, end) bytes per partition
-        self.psum_live: dict[int, tuple[int, int]] = {}  # uid -> (start, end) bytes per partition
+        self.psum_peak = 0
+        self.onchip: list[OnChipRecord] = []
         self.loops: list[list[Any]] = []  # [uid, kind, iteration]
         self.next_loop = 1
         self.shared: list[Alloc] = []  # shared_hbm allocations, in creation order, for SPMD sharing
@@ -150,6 +177,8 @@ class KernelContext:
         mem = buffer.name
         if any((not isinstance(s, (int, np.integer))) or s < 0 for s in shape):
             raise NkiTypeError("err_invalid_shape", f"tensor shape {list(shape)} must be non-negative integers")
+        if any(s == 0 for s in shape):
+            raise NkiValidationError("err_invalid_shape", f"tensor `{name or 'tensor'}` of shape {list(shape)} has a zero-size dimension")
         shape = tuple(int(s) for s in shape)
         if mem in ("sbuf", "psum"):
             if len(shape) < 2:
@@ -175,11 +204,12 @@ class KernelContext:
             return alloc
         alloc = Alloc(self.next_uid, name or f"t{self.next_uid}", mem, dtype, shape, pdim, self.compute)
         self.next_uid += 1
-        if mem == "sbuf":
-            self._alloc_sbuf(alloc, address)
-        elif mem == "psum":
-            self._alloc_psum(alloc, address)
-            if self.compute:
+        location = kernel_location()
+        if mem in ("sbuf", "psum"):
+            self._check_onchip(alloc, address)
+            alloc.rec = OnChipRecord(alloc, location, address is not None)
+            self.onchip.append(alloc.rec)
+            if mem == "psum" and self.compute:
                 alloc.acc_open = np.zeros(alloc.data.size if alloc.data is not None else 0, dtype=bool)
         elif mem == "shared_hbm":
             self.shared.append(alloc)
@@ -187,87 +217,101 @@ class KernelContext:
         if self.trace is not None:
             self.trace.allocations.append(
                 {"uid": alloc.uid, "name": alloc.name, "memory": mem, "shape": list(shape), "dtype": dt.dtype_name(dtype),
-                 "bytes_per_partition": alloc.bytes_pp, "address": alloc.address, "seq": self.seq, "location": kernel_location()}
+                 "bytes_per_partition": alloc.bytes_pp, "address": alloc.address, "seq": self.seq, "location": location}
             )
         return alloc
 
-    def _alloc_sbuf(self, alloc: Alloc, address: Any) -> None:
-        usable = self.target.sbuf_usable_bytes
-        if address is not None:
-            free_off = int(address[1]) if isinstance(address, (tuple, list)) else int(address)
-            if free_off + alloc.bytes_pp > usable:
-                raise NkiCapacityError(
-                    "err_sbuf_out_of_bound",
-                    f"Allocated memory out of bound: `{alloc.name}` at byte {free_off} with {alloc.bytes_pp} B per partition "
-                    f"exceeds the {usable} B of SBUF usable per partition on {self.target.name}",
-                )
-            alloc.address = free_off
-            return
-        need = self.sbuf_used + alloc.bytes_pp
-        if need > usable:
-            raise NkiCapacityError(
-                "err_sbuf_capacity_exceeded",
-                f"SBUF overflow: allocating `{alloc.name}` {list(alloc.shape)} {dt.dtype_name(alloc.dtype)} "
-                f"({alloc.bytes_pp} B per partition) needs {need} B per partition with the tensors already live, "
-                f"but {self.target.name} has {usable} B usable per partition",
-            )
-        start = self._first_fit(sorted(self.sbuf_live.values()), alloc.bytes_pp, 0, usable)
-        if start is None:
-            raise NkiCapacityError(
-                "err_sbuf_fragmented",
-                f"SBUF overflow: no contiguous {alloc.bytes_pp} B per partition free for `{alloc.name}` "
-                f"({self.sbuf_used} of {usable} B live, fragmented); allocate long-lived tiles first or reuse buffers",
-            )
-        alloc.address = start
-        self.sbuf_live[alloc.uid] = (start, start + alloc.bytes_pp)
-        self.sbuf_used = need
-        self.sbuf_peak = max(self.sbuf_peak, need)
-        weakref.finalize(alloc, self._free_sbuf, alloc.uid, alloc.bytes_pp)
-
-    def _free_sbuf(self, uid: int, nbytes: int) -> None:
-        self.sbuf_used -= nbytes
-        self.sbuf_live.pop(uid, None)
-
-    def _alloc_psum(self, alloc: Alloc, address: Any) -> None:
-        bank = self.target.psum_bank_bytes
-        total = self.target.psum_bytes
-        size = alloc.bytes_pp
+    def _check_onchip(self, alloc: Alloc, address: Any) -> None:
+        """Rules checkable at allocation time: one tensor larger than the memory, manual addresses."""
+        t = self.target
+        cap = t.sbuf_usable_bytes if alloc.memory == "sbuf" else t.psum_bytes
+        mem = alloc.memory.upper()
         if address is not None:
             start = int(address[1]) if isinstance(address, (tuple, list)) else int(address)
-            if start % bank:
+            if alloc.memory == "psum" and start % t.psum_bank_bytes:
                 raise NkiCapacityError(
                     "err_psum_bank_alignment",
                     f"PSUM tensor `{alloc.name}` at byte {start}: PSUM allocations must start at the beginning of a bank "
-                    f"({bank} B boundary)",
+                    f"({t.psum_bank_bytes} B boundary)",
                 )
-            if start + size > total:
+            if start < 0 or start + alloc.bytes_pp > cap:
                 raise NkiCapacityError(
-                    "err_psum_out_of_bound",
-                    f"PSUM tensor `{alloc.name}` at byte {start} with {size} B per partition exceeds the {total} B of PSUM per partition",
+                    f"err_{alloc.memory}_out_of_bound",
+                    f"Allocated memory out of bound: `{alloc.name}` at byte {start} with {alloc.bytes_pp} B per partition "
+                    f"exceeds the {cap} B of {mem} usable per partition on {t.name}",
                 )
             alloc.address = start
             return
-        live = sorted(self.psum_live.values())
-        start = self._first_fit(live, size, bank, total)
-        if start is None:
-            used = sum(e - s for s, e in live)
+        if alloc.bytes_pp > cap:
             raise NkiCapacityError(
-                "err_psum_capacity_exceeded",
-                f"PSUM overflow: allocating `{alloc.name}` {list(alloc.shape)} {dt.dtype_name(alloc.dtype)} ({size} B per partition) "
-                f"does not fit: {used} B of {total} B per partition ({self.target.psum_banks} banks of {bank} B) are live",
+                f"err_{alloc.memory}_capacity_exceeded",
+                f"{mem} overflow: `{alloc.name}` {list(alloc.shape)} {dt.dtype_name(alloc.dtype)} needs {alloc.bytes_pp} B per partition, "
+                f"but {t.name} has {cap} B of {mem} per partition",
             )
-        alloc.address = start
-        self.psum_live[alloc.uid] = (start, start + size)
-        weakref.finalize(alloc, self.psum_live.pop, alloc.uid, None)
+
+    def finish(self) -> None:
+        """The allocator pass, run when the kernel has finished (as the compiler's would, before code runs).
+
+        A tensor occupies SBUF/PSUM from the first to the last instruction that touches it. The pass
+        checks the peak of live bytes per partition against the target's capacity (raising the
+        error at the allocation that overflows) and places every tensor at an address, next-fit so
+        that consecutive loop iterations rotate through free space (multi-buffering) when it fits.
+        The cost model tracks dependences through these addresses.
+        """
+        placed: dict[int, int] = {}
+        for mem in ("sbuf", "psum"):
+            recs = sorted((r for r in self.onchip if r.memory == mem and r.first >= 0 and not r.manual), key=lambda r: r.first)
+            cap = self.target.sbuf_usable_bytes if mem == "sbuf" else self.target.psum_bytes
+            bank = self.target.psum_bank_bytes if mem == "psum" else 0
+            live: list[OnChipRecord] = []
+            used = peak = 0
+            cursor = 0
+            for r in recs:
+                still = [x for x in live if x.last >= r.first]
+                used -= sum(x.bytes_pp for x in live if x.last < r.first)
+                live = still
+                used += r.bytes_pp
+                if used > cap:
+                    self._overflow(mem, r, live, used, cap)
+                peak = max(peak, used)
+                spans = sorted((x.address, x.address + x.bytes_pp) for x in live)
+                start = self._first_fit(spans, r.bytes_pp, bank, cap, cursor)
+                if start is None:
+                    start = self._first_fit(spans, r.bytes_pp, bank, cap, 0)
+                if start is None:  # fragmented: the compiler would repack; keep dependences apart
+                    start = cap + sum(x.bytes_pp for x in live)
+                r.address = start
+                placed[r.uid] = start
+                cursor = start + r.bytes_pp
+                live.append(r)
+            if mem == "sbuf":
+                self.sbuf_peak = peak
+            else:
+                self.psum_peak = peak
+        if self.trace is not None:
+            for rec in self.trace.allocations:
+                if rec["uid"] in placed:
+                    rec["address"] = placed[rec["uid"]]
+
+    def _overflow(self, mem: str, r: OnChipRecord, live: list[OnChipRecord], used: int, cap: int) -> None:
+        biggest = sorted(live, key=lambda x: -x.bytes_pp)[:3]
+        others = "; ".join(x.describe() for x in biggest)
+        what = "SBUF" if mem == "sbuf" else f"PSUM ({self.target.psum_banks} banks of {self.target.psum_bank_bytes} B)"
+        raise NkiCapacityError(
+            f"err_{mem}_capacity_exceeded",
+            f"{mem.upper()} overflow: {r.describe()} is live together with {len(live)} other tensors, needing {used} B per partition, "
+            f"but {self.target.name} has {cap} B of {what} per partition. Largest other live tensors: {others or 'none'}",
+            r.location,
+        )
 
     @staticmethod
-    def _first_fit(live: list[tuple[int, int]], size: int, bank: int, total: int) -> int | None:
-        """Lowest 4-byte-aligned start where ``size`` bytes fit between live ranges.
+    def _first_fit(live: list[tuple[int, int]], size: int, bank: int, total: int, start: int = 0) -> int | None:
+        """Lowest 4-byte-aligned start ≥ ``start`` where ``size`` bytes fit between live ranges.
 
         With ``bank`` set (PSUM), tensors within a bank never cross it and larger ones are bank-aligned.
         """
         step = bank if bank and size > bank else 4
-        cand = 0
+        cand = -(-start // step) * step
         while cand + size <= total:
             if bank and size <= bank and cand // bank != (cand + size - 1) // bank:
                 cand = (cand // bank + 1) * bank

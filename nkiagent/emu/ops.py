@@ -36,6 +36,7 @@ __all__ = [
     "read_scalar_index",
     "read_vector_index",
     "scalar_or_column",
+    "axis_tuple",
     "engine_name",
 ]
 
@@ -91,16 +92,29 @@ def record(
     ctx: KernelContext,
     op: str,
     engine: str,
-    reads: Iterable[tuple[str, NkiTensor]],
-    writes: Iterable[tuple[str, NkiTensor]],
+    reads: Sequence[tuple[str, NkiTensor]],
+    writes: Sequence[tuple[str, NkiTensor]],
     **attrs: Any,
 ) -> None:
     """Append one instruction to the caller's trace (if tracing), count it, and mark its outputs written.
 
     Marking happens here, not in the numeric path, so timing-only runs know outputs were written too.
     """
+    seq = ctx.seq
     for _, t in writes:
-        t._a.written = True
+        a = t._a
+        a.written = True
+        rec = a.rec
+        if rec is not None:
+            if rec.first < 0:
+                rec.first = seq
+            rec.last = seq
+    for _, t in reads:
+        rec = t._a.rec
+        if rec is not None:
+            if rec.first < 0:
+                rec.first = seq
+            rec.last = seq
     if ctx.trace is not None:
         ctx.trace.append(
             Instruction(
@@ -144,7 +158,9 @@ def check_memory(op: str, role: str, t: NkiTensor, allowed: frozenset[str]) -> N
 
 
 def check_partitions(ctx: KernelContext, op: str, role: str, t: NkiTensor, start_rule: bool = True) -> None:
-    """Partition dim ≤ pmax, and for compute engines (``start_rule``) dim 0 steps partitions and starts legally."""
+    """Non-empty, partition dim ≤ pmax, and for compute engines (``start_rule``) dim 0 steps partitions and starts legally."""
+    if any(n == 0 for n in t._shape):
+        raise NkiValidationError("err_empty_access", f"{op} {role}[{', '.join(map(str, t._shape))}] selects no elements")
     if not t._a.on_chip:
         return
     p = t._shape[0] if t._shape else 1
@@ -267,6 +283,14 @@ def scalar_or_column(op: str, role: str, value: Any, data: NkiTensor, fp32_only:
     if isinstance(value, (int, float, np.integer, np.floating, bool)):
         return np.float32(value)
     raise NkiTypeError("err_operand_type", f"{op} {role} must be a scalar or a (P, 1) tile, got {type(value).__name__}")
+
+
+def axis_tuple(op: str, axis: Any) -> tuple[int, ...]:
+    """``axis`` (an int, or a tuple / list of ints) as a tuple of ints; anything else is an NkiTypeError."""
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis) if isinstance(axis, (tuple, list)) else None
+    if axes is None or not all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in axes):
+        raise NkiTypeError("err_reduce_axis", f"{op} axis must be an int or a tuple of ints, got {axis!r}")
+    return tuple(int(a) for a in axes)
 
 
 def read_scalar_index(value: Any) -> int:

@@ -10,6 +10,7 @@ Python arithmetic dispatches to the same recorded ops as ``nl.add`` & co.
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -35,11 +36,23 @@ class DynSlice:
         self.size = size
 
     def as_slice(self) -> slice:
-        start = int(self.start)
-        return slice(start, start + int(self.size))
+        start, size = _index_int(self.start, "nl.ds start"), _index_int(self.size, "nl.ds size")
+        if start < 0 or size < 0:
+            raise NkiOutOfBoundsError(
+                "err_tensor_access_out_of_bound", f"nl.ds(start={start}, size={size}): start and size must be non-negative"
+            )
+        return slice(start, start + size)
 
     def __repr__(self) -> str:
         return f"nl.ds({self.start}, {self.size})"
+
+
+def _index_int(value: Any, what: str) -> int:
+    """An integer index or slice bound (ints, NumPy integers, loop indices); anything else is an NkiTypeError."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise NkiTypeError("err_invalid_index", f"{what} must be an integer, got {value!r}") from None
 
 
 def ds(start: Any, size: int) -> DynSlice:
@@ -330,7 +343,7 @@ class NkiTensor:
                 offset += start * s
                 shape.append(count)
                 strides.append(s * step)
-            elif isinstance(item, (int, np.integer)):
+            elif isinstance(item, (int, np.integer)) and not isinstance(item, bool):
                 k = int(item)
                 if k < 0:
                     k += n
@@ -364,6 +377,9 @@ class NkiTensor:
         return self._check_bounds(view)
 
     def _slice_bounds(self, item: slice, n: int, dim: int) -> tuple[int, int, int]:
+        for bound in (item.start, item.stop, item.step):
+            if bound is not None:
+                _index_int(bound, f"slice bound in {item!r} for tensor `{self._a.name}`")
         step = 1 if item.step is None else int(item.step)
         if step == 0:
             raise NkiTypeError("err_invalid_index", "slice step cannot be zero")
@@ -397,7 +413,16 @@ class NkiTensor:
         """``t[...] = value``: copy (with cast) or fill, recorded like ``tensor_copy`` / ``dma_copy`` / ``memset``."""
         from .ops import assign
 
-        assign(self[index], value)
+        dst = self[index]
+        if (
+            isinstance(value, NkiTensor)
+            and value._a is dst._a
+            and value._addr is None
+            and dst._addr is None
+            and (value._shape, value._strides, value._offset, value._dtype) == (dst._shape, dst._strides, dst._offset, dst._dtype)
+        ):
+            return  # `t[i] += x` stores the in-place result back onto itself: there is nothing to copy
+        assign(dst, value)
 
     def reshape(self, shape: Any) -> NkiTensor:
         """View with a new shape; element count must match and no copy may be needed."""

@@ -144,7 +144,9 @@ def matmul_fully_optimized(lhsT, rhs, tiles_in_block_m=TILES_IN_BLOCK_M, tiles_i
 
     For each column stripe of ``BLOCK_N`` result columns, fp32 accumulators for all M rows live
     in SBUF; every K block adds its PSUM partial products into them, so each operand block is
-    loaded once per stripe and the result is written to HBM exactly once.
+    loaded once per stripe and the result is written to HBM exactly once. The accumulator
+    stripe is the one large long-lived buffer: it is allocated once, before the short-lived
+    operand blocks, and re-zeroed for every stripe, which keeps SBUF from fragmenting.
     """
     TILE_K, TILE_M, TILE_N = _tiles()
     K, M, N = lhsT.shape[0], lhsT.shape[1], rhs.shape[1]
@@ -155,10 +157,11 @@ def matmul_fully_optimized(lhsT, rhs, tiles_in_block_m=TILES_IN_BLOCK_M, tiles_i
     _shapes(lhsT, rhs, BLOCK_M, BLOCK_N, BLOCK_K)
     m_tiles = M // TILE_M
     result = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
-    for n in nl.affine_range(N // BLOCK_N):
+    acc = nl.ndarray((TILE_M, m_tiles, BLOCK_N), dtype=nl.float32, buffer=nl.sbuf)
+    # Stripes reuse `acc` and K blocks accumulate into it: loop-carried, hence sequential_range.
+    for n in nl.sequential_range(N // BLOCK_N):
         stripe = nl.ds(n * BLOCK_N, BLOCK_N)
-        acc = nl.zeros((TILE_M, m_tiles, BLOCK_N), dtype=nl.float32, buffer=nl.sbuf)
-        # K blocks accumulate into `acc`: a loop-carried dependence, hence sequential_range.
+        nisa.memset(dst=acc, value=0.0)
         for k in nl.sequential_range(K // BLOCK_K):
             rhs_block = nl.ndarray((TILE_K, tiles_k, BLOCK_N), dtype=rhs.dtype, buffer=nl.sbuf)
             for bk in nl.affine_range(tiles_k):
