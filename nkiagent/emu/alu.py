@@ -104,8 +104,9 @@ ALU: dict[str, AluOp] = {
         AluOp("greater_equal", _as_f(np.greater_equal), "compare"),
         AluOp("less", _as_f(np.less), "compare"),
         AluOp("less_equal", _as_f(np.less_equal), "compare"),
-        AluOp("logical_and", _as_f(np.logical_and), "logical", lambda x, axis, **k: np.all(x != 0, axis=axis, **k)),
-        AluOp("logical_or", _as_f(np.logical_or), "logical", lambda x, axis, **k: np.any(x != 0, axis=axis, **k)),
+        # reductions give 1.0 / 0.0 like the element-wise logical ops (NumPy bools cannot be negated)
+        AluOp("logical_and", _as_f(np.logical_and), "logical", lambda x, axis, **k: np.all(x != 0, axis=axis, **k).astype(np.float32)),
+        AluOp("logical_or", _as_f(np.logical_or), "logical", lambda x, axis, **k: np.any(x != 0, axis=axis, **k).astype(np.float32)),
         AluOp("logical_xor", _as_f(np.logical_xor), "logical"),
         AluOp("bitwise_and", _bits(np.bitwise_and), "bitvec", lambda x, axis, **k: np.bitwise_and.reduce(x.astype(np.int64), axis=axis, **k)),
         AluOp("bitwise_or", _bits(np.bitwise_or), "bitvec", lambda x, axis, **k: np.bitwise_or.reduce(x.astype(np.int64), axis=axis, **k)),

@@ -110,9 +110,12 @@ def as_dtype(d: Any) -> np.dtype:
 
 def dtype_name(d: np.dtype) -> str:
     """Short NKI name of a dtype (``bfloat16``, ``tfloat32`` …)."""
+    name = _NAMES.get(d)
+    if name is not None:
+        return name
     if d == tfloat32:
         return "tfloat32"
-    return _NAMES.get(d, str(d))
+    return str(d)
 
 
 def is_float(d: np.dtype) -> bool:
@@ -161,7 +164,8 @@ def promote(a: np.dtype, b: np.dtype) -> np.dtype:
         return a if ra > rb else b
     if {a, b} == {int32, uint32}:
         return float32
-    return np.promote_types(a, b)
+    wide = np.promote_types(a, b)
+    return wide if wide.itemsize <= 4 else float32  # no NKI integer holds both ranges (e.g. int8, uint32): like (int32, uint32)
 
 
 def _round_tf32(x: np.ndarray) -> np.ndarray:

@@ -71,7 +71,7 @@ def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
 class NkiTensor:
     """A view of an allocation. See the module docstring for what it refuses to do."""
 
-    __slots__ = ("_a", "_shape", "_strides", "_offset", "_dtype", "_addr", "_valid", "_npv", "_meta", "_ok", "__weakref__")
+    __slots__ = ("_a", "_shape", "_strides", "_offset", "_dtype", "_addr", "_valid", "_npv", "_meta", "_ok", "_sp", "__weakref__")
     __array_ufunc__ = None  # NumPy ufuncs on tiles raise TypeError: no free host compute.
     __array_priority__ = 1000
 
@@ -95,6 +95,7 @@ class NkiTensor:
         self._npv: np.ndarray | None = None
         self._meta: tuple[Any, ...] | None = None
         self._ok: set[Any] | None = None  # operand checks this view already passed (keys from ops.check_compute_operand)
+        self._sp: tuple[int, int] | None = None
 
     @classmethod
     def _whole(cls, alloc: Alloc) -> NkiTensor:
@@ -177,6 +178,14 @@ class NkiTensor:
 
     def _span(self) -> tuple[int, int]:
         """Lowest and highest element address touched (in this view's dtype units)."""
+        sp = self._sp
+        if sp is not None and self._valid is None:
+            return sp
+        sp = self._compute_span()
+        self._sp = sp
+        return sp
+
+    def _compute_span(self) -> tuple[int, int]:
         if self._addr is not None:
             sel = self._addr if self._valid is None else self._addr[self._valid]
             if sel.size == 0:
@@ -310,15 +319,24 @@ class NkiTensor:
             raise NkiUnsupportedError("err_nested_indirect", f"cannot index the indirect view of `{self._a.name}` again")
         if not isinstance(index, tuple):
             index = (index,)
-        if index_hook is not None and any(getattr(i, "_nki_index_grid", False) for i in index):
+        n_ell = n_real = 0
+        grid = False
+        for i in index:
+            if i is Ellipsis:
+                n_ell += 1
+            elif i is not None:
+                n_real += 1
+                if index_hook is not None and getattr(i, "_nki_index_grid", False):
+                    grid = True
+        if grid:
             return index_hook(self, index)
-        if sum(1 for i in index if i is Ellipsis) > 1:
+        if n_ell > 1:
             raise NkiTypeError("err_invalid_index", "an index can only have a single ellipsis ('...')")
-        n_real = sum(1 for i in index if i is not Ellipsis and i is not None)
-        if n_real > self.ndim:
-            raise NkiTypeError("err_too_many_indices", f"too many indices for tensor `{self._a.name}` of {self.ndim} dimensions: {n_real} given")
-        fill = [slice(None)] * (self.ndim - n_real)
-        if any(i is Ellipsis for i in index):
+        ndim = len(self._shape)
+        if n_real > ndim:
+            raise NkiTypeError("err_too_many_indices", f"too many indices for tensor `{self._a.name}` of {ndim} dimensions: {n_real} given")
+        fill = [slice(None)] * (ndim - n_real)
+        if n_ell:
             pos = next(k for k, i in enumerate(index) if i is Ellipsis)
             expanded: list[Any] = list(index[:pos]) + fill + list(index[pos + 1 :])
         else:
@@ -373,8 +391,8 @@ class NkiTensor:
             if len(shape) > keep_min:
                 del shape[pos]
                 del strides[pos]
-        view = self._view(tuple(shape), tuple(strides), offset)
-        return self._check_bounds(view)
+        # Every slice and integer was checked against its dimension above, so the view is in bounds.
+        return self._view(tuple(shape), tuple(strides), offset)
 
     def _slice_bounds(self, item: slice, n: int, dim: int) -> tuple[int, int, int]:
         for bound in (item.start, item.stop, item.step):

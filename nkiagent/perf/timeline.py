@@ -49,34 +49,48 @@ class Timeline:
 class _Space:
     """Dependence tracking for one address space: entries bucketed by coarse granules."""
 
-    __slots__ = ("entries", "grid", "prow", "pbyte")
+    __slots__ = ("entries", "grid", "prow", "pbyte", "gcache")
 
     def __init__(self, prow: int, pbyte: int) -> None:
         self.entries: dict[tuple[int, int, int, int], list[Any]] = {}
         self.grid: dict[tuple[int, int], set[tuple[int, int, int, int]]] = {}
         self.prow = prow
         self.pbyte = pbyte
+        self.gcache: dict[tuple[int, int, int, int], list[tuple[int, int]]] = {}
 
     def _granules(self, key: tuple[int, int, int, int]) -> list[tuple[int, int]]:
-        p_lo, p_hi, b_lo, b_hi = key
-        return [
-            (p, b)
-            for p in range(p_lo // self.prow, p_hi // self.prow + 1)
-            for b in range(b_lo // self.pbyte, max(b_lo, b_hi - 1) // self.pbyte + 1)
-        ]
+        g = self.gcache.get(key)
+        if g is None:
+            p_lo, p_hi, b_lo, b_hi = key
+            g = [
+                (p, b)
+                for p in range(p_lo // self.prow, p_hi // self.prow + 1)
+                for b in range(b_lo // self.pbyte, max(b_lo, b_hi - 1) // self.pbyte + 1)
+            ]
+            self.gcache[key] = g
+        return g
 
     def ready(self, key: tuple[int, int, int, int], write: bool) -> float:
+        """When an access to ``key`` may start: after overlapping writes (and, for a write, reads)."""
         p_lo, p_hi, b_lo, b_hi = key
         t = 0.0
+        entries = self.entries
+        grid = self.grid
         seen: set[tuple[int, int, int, int]] = set()
         for g in self._granules(key):
-            for k in self.grid.get(g, ()):
+            bucket = grid.get(g)
+            if not bucket:
+                continue
+            for k in bucket:
                 if k in seen:
                     continue
                 seen.add(k)
                 if k[0] <= p_hi and p_lo <= k[1] and k[2] < b_hi and b_lo < k[3]:
-                    e = self.entries[k]
-                    t = max(t, e[0], e[1]) if write else max(t, e[0])
+                    e = entries[k]
+                    if e[0] > t:
+                        t = e[0]
+                    if write and e[1] > t:
+                        t = e[1]
         return t
 
     def update(self, key: tuple[int, int, int, int], end: float, write: bool) -> None:
