@@ -90,6 +90,54 @@ class Trace:
     def __iter__(self) -> Iterator[Instruction]:
         return iter(self.instructions)
 
+    def to_json(self) -> dict[str, Any]:
+        """A compact JSON-only form (used between processes: nothing is ever unpickled)."""
+
+        def acc(a: Access) -> list[Any]:
+            r = a.region
+            return [a.role, a.memory, list(a.shape), a.dtype, a.partitions, a.elems_per_partition, a.nbytes, list(a.strides),
+                    a.contiguous, [r.alloc, r.p_lo, r.p_hi, r.b_lo, r.b_hi], a.indirect]
+
+        def clean(v: Any) -> Any:
+            if isinstance(v, (list, tuple)):
+                return [clean(x) for x in v]
+            return v if isinstance(v, (bool, int, float, str)) or v is None else str(v)
+
+        return {
+            "target": self.target,
+            "allocations": self.allocations,
+            "warnings": self.warnings,
+            "instructions": [
+                [i.seq, i.op, i.engine, [acc(a) for a in i.reads], [acc(a) for a in i.writes], i.location, list(i.program_id),
+                 [list(l) for l in i.loops], {k: clean(v) for k, v in i.attrs.items()}]
+                for i in self.instructions
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Trace:
+        """Rebuild a trace from :meth:`to_json` output, validating field types as it goes."""
+
+        def acc(x: list[Any]) -> Access:
+            role, mem, shape, dtype, parts, epp, nbytes, strides, contiguous, reg, indirect = x
+            return Access(str(role), str(mem), tuple(int(v) for v in shape), str(dtype), int(parts), int(epp), int(nbytes),
+                          tuple(int(v) for v in strides), bool(contiguous), Region(*(int(v) for v in reg)), bool(indirect))
+
+        def attr(v: Any) -> Any:
+            return tuple(attr(x) for x in v) if isinstance(v, list) else v
+
+        t = cls()
+        t.target = str(data.get("target", ""))
+        t.allocations = list(data.get("allocations", []))
+        t.warnings = [str(w) for w in data.get("warnings", [])]
+        for seq, op, eng, reads, writes, loc, pid, loops, attrs in data.get("instructions", []):
+            t.instructions.append(
+                Instruction(int(seq), str(op), str(eng), tuple(acc(a) for a in reads), tuple(acc(a) for a in writes), str(loc),
+                            tuple(int(v) for v in pid), tuple((int(a), str(b), int(c)) for a, b, c in loops),
+                            {str(k): attr(v) for k, v in dict(attrs).items()})
+            )
+        return t
+
     def counts(self) -> dict[str, int]:
         """Number of instructions per op name."""
         out: dict[str, int] = {}

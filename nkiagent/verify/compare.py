@@ -1,0 +1,75 @@
+"""Comparing a kernel's output with the reference, and saying precisely where it differs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..tasks.spec import Tolerance
+
+__all__ = ["Comparison", "compare"]
+
+
+@dataclass
+class Comparison:
+    ok: bool
+    max_abs_err: float
+    max_rel_err: float
+    rel_l2: float
+    mismatches: int
+    first_mismatch: tuple[int, ...] | None
+    got: float | None = None
+    expected: float | None = None
+    reason: str = ""
+
+
+def compare(out: np.ndarray, ref: np.ndarray, tol: Tolerance) -> Comparison:
+    """Element-wise ``|out − ref| ≤ atol·s + rtol·|ref|`` with ``s`` = RMS of ``ref`` (scale-aware atol),
+    or relative L2 when ``tol.rel_l2`` is set. Non-finite outputs always fail.
+
+    The pass path is a few fp32 passes; error statistics are computed only when it fails.
+    """
+    work = np.float64 if (out.dtype == np.float64 or ref.dtype == np.float64 and out.dtype.kind != "f") else np.float32
+    a = out.astype(work, copy=False)
+    b = ref.astype(work, copy=False)
+    diff = np.abs(a - b)
+    scale = float(np.sqrt(np.mean(np.square(b, dtype=np.float64)))) if b.size else 1.0
+    scale = scale if np.isfinite(scale) and scale > 0 else 1.0
+    ref_norm = float(np.linalg.norm(b.astype(np.float64, copy=False))) or 1.0
+    if tol.rel_l2 is not None:
+        finite = bool(np.isfinite(a).all())
+        rel_l2 = float(np.linalg.norm(np.nan_to_num(diff.astype(np.float64, copy=False), nan=0.0, posinf=0.0))) / ref_norm
+        ok = finite and rel_l2 <= tol.rel_l2
+        if ok:
+            return Comparison(True, float(diff.max(initial=0.0)), 0.0, rel_l2, 0, None)
+        bad = ~np.isfinite(a) | (diff > tol.rel_l2 * scale)
+    else:
+        bound = np.abs(b) * work(tol.rtol) + work(tol.atol * scale)
+        good = diff <= bound  # NaN compares False, so non-finite outputs fail here too
+        if good.all():
+            return Comparison(True, float(diff.max(initial=0.0)), 0.0, 0.0, 0, None)
+        bad = ~good
+        rel_l2 = float(np.linalg.norm(np.nan_to_num(diff.astype(np.float64), nan=0.0, posinf=0.0))) / ref_norm
+        ok = False
+    finite = np.isfinite(a)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(b != 0, diff / np.abs(b), np.where(diff == 0, 0.0, np.inf))
+    first = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.any() else None
+    cmp = Comparison(
+        ok=ok,
+        max_abs_err=float(np.nanmax(np.where(finite, diff, np.nan))) if finite.any() else float("inf"),
+        max_rel_err=float(np.nanmax(np.where(finite, rel, np.nan))) if finite.any() else float("inf"),
+        rel_l2=rel_l2,
+        mismatches=int(bad.sum()),
+        first_mismatch=first,
+    )
+    if first is not None:
+        cmp.got, cmp.expected = float(a[first]), float(b[first])
+    if not finite.all():
+        cmp.reason = f"{int((~finite).sum())} non-finite output values (NaN marks memory the kernel never wrote)"
+    elif tol.rel_l2 is not None:
+        cmp.reason = f"relative L2 error {rel_l2:.3g} > {tol.rel_l2:g}"
+    else:
+        cmp.reason = f"{cmp.mismatches} of {a.size} elements outside tolerance (rtol {tol.rtol:g}, atol {tol.atol:g}×rms)"
+    return cmp

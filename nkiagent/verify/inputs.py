@@ -1,0 +1,180 @@
+"""Deterministic test inputs: seeds × value distributions × shapes.
+
+The worker and the parent build the same arrays from the same (task, dims, seed,
+distribution), so inputs never travel between processes and the parent computes the
+reference on exactly what the kernel saw.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..emu.dtypes import as_dtype
+from ..tasks.spec import InputSpec, Task
+
+__all__ = ["DISTRIBUTIONS", "Case", "make_inputs", "cases", "InputCache"]
+
+#: normal; heavy-tailed with outliers; large magnitude (§ correctness protocol of issue 4)
+DISTRIBUTIONS = ("normal", "heavy_tailed", "large")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One correctness run: a shape variant, a seed and a value distribution."""
+
+    dims: tuple[tuple[str, int], ...]
+    seed: int
+    distribution: str
+    hidden: bool
+
+    @property
+    def dims_dict(self) -> dict[str, int]:
+        return dict(self.dims)
+
+    def label(self) -> str:
+        shape = ",".join(f"{k}={v}" for k, v in self.dims)
+        return f"{'hidden ' if self.hidden else ''}shape({shape}) seed={self.seed} dist={self.distribution}"
+
+
+def cases(task: Task, seeds: int = 5, distributions: tuple[str, ...] = DISTRIBUTIONS) -> list[Case]:
+    """Every case of the protocol: each shape (visible first) × seed × distribution."""
+    out = []
+    for k, dims in enumerate(task.all_dims()):
+        for seed in range(seeds):
+            for dist in distributions:
+                out.append(Case(tuple(sorted(dims.items())), seed, dist, hidden=k > 0))
+    return out
+
+
+def _values(rng: np.random.Generator, n: int, dist: str) -> np.ndarray:
+    if dist == "normal":
+        return rng.standard_normal(n, dtype=np.float32)
+    if dist == "heavy_tailed":
+        # ratio of normals: Cauchy-like tails, cheap to draw; clipped so fp32 sums stay finite
+        x = rng.standard_normal(n, dtype=np.float32) / (np.abs(rng.standard_normal(n, dtype=np.float32)) + np.float32(0.25))
+        np.clip(x, -200.0, 200.0, out=x)
+        k = max(1, n // 200)
+        idx = rng.integers(0, n, k)
+        x[idx] *= np.float32(50.0)  # ~0.5% outliers
+        return x
+    if dist == "large":
+        return rng.standard_normal(n, dtype=np.float32) * np.float32(1000.0)
+    raise ValueError(f"unknown distribution {dist!r}")
+
+
+def _one(spec: InputSpec, dims: Mapping[str, int], seed: int, dist: str, index: int) -> np.ndarray:
+    shape = spec.resolve(dims)
+    n = int(np.prod(shape))
+    key = zlib.crc32(f"{spec.name}:{index}".encode())
+    rng = np.random.default_rng([seed, key])
+    dtype = as_dtype(spec.dtype)
+    if dtype.kind in "iub":
+        hi = {"large": 1000, "heavy_tailed": 100}.get(dist, 10)
+        lo = 0 if dtype.kind in "ub" else -hi
+        info = np.iinfo(dtype) if dtype.kind != "b" else None
+        if info is not None:
+            lo, hi = max(lo, info.min), min(hi, info.max)
+        return rng.integers(lo, hi + 1, size=shape).astype(dtype)
+    x = _values(rng, n, dist)
+    if spec.domain == "positive":
+        x = np.abs(x) + np.float32(1e-3)
+    elif spec.domain == "unit":
+        x = (np.tanh(x / np.float32(4.0)) + np.float32(1.0)) * np.float32(0.5)
+    return x.reshape(shape).astype(dtype)
+
+
+def make_inputs(task: Task, dims: Mapping[str, int], seed: int, dist: str) -> list[np.ndarray]:
+    """The kernel's inputs for one case, in the task's input order."""
+    return [_one(spec, dims, seed, dist, i) for i, spec in enumerate(task.inputs)]
+
+
+class InputCache:
+    """Inputs and references of a task's protocol, generated once and kept on tmpfs.
+
+    Every evaluation of the same task reuses them: workers load the inputs (read-only
+    files they cannot write: the sandbox only allows writes to their scratch directory) and
+    the parent loads the references it computed itself. A directory is published with an
+    atomic rename, so concurrent evaluations never see half a cache.
+    """
+
+    MAX_BYTES = 6 * 2**30
+
+    def __init__(self, root: str | None = None) -> None:
+        import os
+        import tempfile
+
+        base = root or ("/dev/shm" if os.access("/dev/shm", os.W_OK) else tempfile.gettempdir())
+        self.root = os.path.join(base, f"nkiagent-inputs-{os.getuid()}")
+        os.makedirs(self.root, exist_ok=True)
+
+    def _key(self, task: Task, all_cases: list[Case]) -> str:
+        import hashlib
+
+        h = hashlib.sha256()
+        src = task.source_path.read_bytes() if task.source_path else task.name.encode()
+        h.update(src)
+        h.update(repr([(c.dims, c.seed, c.distribution) for c in all_cases]).encode())
+        h.update(b"v1")
+        return h.hexdigest()[:24]
+
+    def ensure(self, task: Task, all_cases: list[Case]) -> str:
+        """The cache directory for these cases, generating inputs and references if needed."""
+        import os
+        import shutil
+        import tempfile
+
+        final = os.path.join(self.root, f"{task.name}-{self._key(task, all_cases)}")
+        if os.path.exists(os.path.join(final, "complete")):
+            os.utime(final)
+            return final
+        self._evict()
+        tmp = tempfile.mkdtemp(prefix=".building-", dir=self.root)
+        for i, case in enumerate(all_cases):
+            arrays = make_inputs(task, case.dims_dict, case.seed, case.distribution)
+            for k, a in enumerate(arrays):
+                np.save(os.path.join(tmp, f"in_{i}_{k}.npy"), a, allow_pickle=False)
+            ref = np.asarray(task.reference(*arrays))
+            np.save(os.path.join(tmp, f"ref_{i}.npy"), ref, allow_pickle=False)
+        for name in os.listdir(tmp):
+            os.chmod(os.path.join(tmp, name), 0o444)
+        with open(os.path.join(tmp, "complete"), "w") as fh:
+            fh.write(str(len(all_cases)))
+        try:
+            os.rename(tmp, final)
+        except OSError:  # another process published it first
+            shutil.rmtree(tmp, ignore_errors=True)
+        return final
+
+    @staticmethod
+    def input_paths(directory: str, index: int, count: int) -> list[str]:
+        import os
+
+        return [os.path.join(directory, f"in_{index}_{k}.npy") for k in range(count)]
+
+    @staticmethod
+    def reference(directory: str, index: int) -> np.ndarray:
+        import os
+
+        return np.load(os.path.join(directory, f"ref_{index}.npy"), allow_pickle=False)
+
+    def _evict(self) -> None:
+        import os
+        import shutil
+
+        entries = []
+        for name in os.listdir(self.root):
+            path = os.path.join(self.root, name)
+            if name.startswith(".building-"):
+                continue
+            size = sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path)) if os.path.isdir(path) else 0
+            entries.append((os.path.getmtime(path), size, path))
+        total = sum(s for _, s, _ in entries)
+        for _, size, path in sorted(entries):
+            if total <= self.MAX_BYTES:
+                break
+            shutil.rmtree(path, ignore_errors=True)
+            total -= size

@@ -1,0 +1,200 @@
+"""Launching the evaluation worker: scrubbed environment, limits, timeout, process-group kill.
+
+One call of :func:`run_worker` is one isolated process. The kernel file is copied into a
+fresh scratch directory, the request carries a random nonce, and the answer is only
+accepted if it echoes that nonce. Whatever the kernel does — hang, allocate without bound,
+crash the interpreter, print without end — the parent gets a :class:`WorkerOutcome`
+saying so, and stays healthy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Limits", "WorkerOutcome", "run_worker", "scrubbed_env"]
+
+_PASS_ENV = ("LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "NEURON_PLATFORM_TARGET_OVERRIDE")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-evaluation limits: wall clock, CPU seconds, address space, bytes written."""
+
+    wall_s: float = 120.0
+    cpu_s: int = 150
+    mem_bytes: int = 8 * 2**30
+    fsize_bytes: int = 512 * 2**20
+
+
+@dataclass
+class WorkerOutcome:
+    """What the worker answered, or how it died."""
+
+    answer: dict[str, Any] | None
+    status: str  #: ``ok``, ``timeout``, ``crashed``, ``bad-answer``
+    detail: str = ""
+    returncode: int | None = None
+    wall_s: float = 0.0
+    scratch: Path | None = None
+    stdout_tail: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def scrubbed_env(scratch: Path) -> dict[str, str]:
+    """A minimal environment: no API keys, tokens or user configuration reach kernel code."""
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(scratch),
+        "TMPDIR": str(scratch),
+        "PYTHONPATH": package_root,
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+    for key in _PASS_ENV:
+        if key in os.environ:
+            env[key] = os.environ[key]
+    return env
+
+
+def _tail(path: Path, n: int = 2000) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - n))
+            return fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def run_worker(kernel_path: str | Path, task_path: str | Path, runs: list[dict[str, Any]], *, target: str, api: str = "0.3",
+               kernel_name: str | None = None, limits: Limits = Limits(), keep_scratch: bool = False) -> WorkerOutcome:
+    """Run ``runs`` of the kernel in a fresh sandboxed worker and collect its answer."""
+    shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None  # tmpfs: outputs never touch a disk
+    scratch = Path(tempfile.mkdtemp(prefix="nkiagent-eval-", dir=shm))
+    kernel_copy = scratch / "kernel.py"
+    shutil.copyfile(kernel_path, kernel_copy)
+    nonce = secrets.token_hex(16)
+    request = {
+        "nonce": nonce,
+        "kernel_path": str(kernel_copy),
+        "kernel_name": kernel_name,
+        "task_path": str(Path(task_path).resolve()),
+        "scratch": str(scratch),
+        "runs": runs,
+        "target": target,
+        "api": api,
+        "limits": {"cpu_s": limits.cpu_s, "mem_bytes": limits.mem_bytes, "fsize_bytes": limits.fsize_bytes},
+    }
+    read_fd, write_fd = os.pipe()
+    stdout_path = scratch / "stdout.txt"
+    t0 = time.perf_counter()
+    with open(stdout_path, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-s", "-m", "nkiagent.verify.worker", str(write_fd)],
+            stdin=subprocess.PIPE,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=scrubbed_env(scratch),
+            cwd=scratch,
+            pass_fds=(write_fd,),
+            start_new_session=True,
+        )
+    os.close(write_fd)
+    chunks: list[bytes] = []
+    status, detail = "ok", ""
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(request).encode())
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    import selectors
+
+    sel = selectors.DefaultSelector()
+    sel.register(read_fd, selectors.EVENT_READ)
+    deadline = t0 + limits.wall_s
+    eof = False
+    while not eof:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            status, detail = "timeout", f"wall-clock limit of {limits.wall_s:.0f} s exceeded"
+            break
+        for _ in sel.select(timeout=min(left, 0.5)):
+            data = os.read(read_fd, 1 << 20)
+            if not data:
+                eof = True
+                break
+            chunks.append(data)
+        if not eof and proc.poll() is not None:
+            # drain what is left, then stop
+            while True:
+                data = os.read(read_fd, 1 << 20) if sel.select(timeout=0) else b""
+                if not data:
+                    break
+                chunks.append(data)
+            eof = True
+    sel.close()
+    os.close(read_fd)
+    if status == "ok":
+        try:
+            proc.wait(timeout=5)  # the answer is in; give the worker a moment to exit on its own
+        except subprocess.TimeoutExpired:
+            pass
+    if status == "timeout" or proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        rc = proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        rc = None
+    wall = time.perf_counter() - t0
+    answer = None
+    if status == "ok":
+        try:
+            answer = json.loads(b"".join(chunks).decode())
+        except (ValueError, UnicodeDecodeError):
+            answer = None
+        if answer is None or answer.get("nonce") != nonce:
+            status = "crashed" if rc not in (0, None) else "bad-answer"
+            detail = _death(rc, stdout_path, limits) if status == "crashed" else "the worker's answer was missing or did not carry this evaluation's nonce"
+            answer = None
+    tail = _tail(stdout_path)
+    outcome = WorkerOutcome(answer, status, detail, rc, wall, scratch if keep_scratch or answer else None, tail)
+    if answer is None and not keep_scratch:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return outcome
+
+
+def _death(rc: int | None, stdout_path: Path, limits: Limits) -> str:
+    if rc is None:
+        return "worker did not exit"
+    if rc < 0:
+        sig = -rc
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+        if sig == signal.SIGXFSZ:
+            return f"output limit exceeded: the kernel wrote more than {limits.fsize_bytes // 2**20} MiB (killed by {name})"
+        if sig == signal.SIGXCPU:
+            return f"CPU limit of {limits.cpu_s} s exceeded (killed by {name})"
+        return f"worker crashed (killed by {name})"
+    size = stdout_path.stat().st_size if stdout_path.exists() else 0
+    if size >= limits.fsize_bytes:
+        return f"output limit exceeded: the kernel printed more than {limits.fsize_bytes // 2**20} MiB"
+    return f"worker exited with status {rc} without an answer"
