@@ -39,6 +39,15 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--trace", metavar="OUT.json", help="write a Chrome-trace/Perfetto timeline (one track per engine and DMA queue)")
     prof.add_argument("--plot", metavar="OUT.png", help="write a PNG with the timeline and the roofline point")
 
+    ev = sub.add_parser("eval", help="verify a kernel against a task: correctness, integrity, latency estimate and speedup")
+    ev.add_argument("kernel", help="path to the kernel file")
+    ev.add_argument("--task", required=True, help="builtin task name (see `nkiagent tasks`) or path to a task file")
+    ev.add_argument("--target", choices=["trn1", "trn2", "trn3"], help="Trainium generation (default: trn2)")
+    ev.add_argument("--json", action="store_true", help="print the evaluation JSON")
+
+    tasks = sub.add_parser("tasks", help="list the builtin task suite")
+    tasks.add_argument("--json", action="store_true")
+
     ops = sub.add_parser("ops", help="list the nki.isa and nki.language APIs the emulator supports")
     ops.add_argument("--json", action="store_true")
     return parser
@@ -60,6 +69,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .commands.profile import run_profile
 
         return run_profile(args)
+    if args.command == "eval":
+        from .commands.evaluate import run_eval
+
+        return run_eval(args)
+    if args.command == "tasks":
+        from .commands.evaluate import run_tasks
+
+        return run_tasks(args)
     if args.command == "ops":
         from .commands.simulate import run_ops
 

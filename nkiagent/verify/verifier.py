@@ -187,6 +187,8 @@ def _judge_runs(
                 res.reasons.append(f"integrity [sandbox]: {err.get('message')} at {where}")
             elif err.get("kind") == "nki":
                 res.reasons.append(f"NKI error [{err.get('code')}] at {where}: {err.get('message')} ({case.label()})")
+            elif err.get("kind") == "output":
+                res.reasons.append(f"{err.get('message')} at {where} ({case.label()})")
             elif err.get("kind") == "memory":
                 res.reasons.append(f"memory limit exceeded at {where} ({case.label()})")
             else:

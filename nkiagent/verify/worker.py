@@ -12,6 +12,7 @@ network, subprocesses, ctypes, threads and file writes outside the scratch direc
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import resource
@@ -82,6 +83,20 @@ def _install_audit_hook(scratch: str) -> None:
             raise PermissionError(f"sandbox: {event} is not allowed in kernel code")
 
     sys.addaudithook(hook)
+    import _thread
+
+    def no_threads(*args: Any, **kwargs: Any) -> Any:
+        raise PermissionError("sandbox: starting threads is not allowed in kernel code")
+
+    # there is no audit event for thread creation: replace the primitive every thread goes through
+    for name in ("start_new_thread", "start_new", "start_joinable_thread"):
+        if hasattr(_thread, name):
+            setattr(_thread, name, no_threads)
+    import threading
+
+    threading._start_new_thread = no_threads  # type: ignore[attr-defined]
+    if hasattr(threading, "_start_joinable_thread"):
+        threading._start_joinable_thread = no_threads  # type: ignore[attr-defined]
 
 
 def _set_limits(limits: dict[str, int]) -> None:
@@ -111,8 +126,16 @@ def _error(exc: BaseException, kernel_file: str) -> dict[str, Any]:
         if os.path.realpath(frame.filename) == os.path.realpath(kernel_file):
             location = f"{frame.filename}:{frame.lineno}"
             break
-    kind = "memory" if isinstance(exc, MemoryError) else "sandbox" if isinstance(exc, PermissionError) and "sandbox:" in str(exc) else "python"
-    return {"kind": kind, "type": type(exc).__name__, "message": str(exc)[:2000], "location": location}
+    message = str(exc)[:2000]
+    if isinstance(exc, MemoryError):
+        kind = "memory"
+    elif isinstance(exc, PermissionError) and "sandbox:" in message:
+        kind = "sandbox"
+    elif isinstance(exc, OSError) and exc.errno == errno.EFBIG:  # RLIMIT_FSIZE (Python ignores SIGXFSZ)
+        kind, message = "output", "output limit exceeded: the kernel wrote or printed more than the sandbox allows"
+    else:
+        kind = "python"
+    return {"kind": kind, "type": type(exc).__name__, "message": message, "location": location}
 
 
 def _pick_kernel(namespace: dict[str, Any], name: str | None) -> Any:

@@ -1,0 +1,109 @@
+"""The sandbox keeps the parent healthy whatever the kernel does, and reports why it failed.
+
+These drive :func:`run_worker` directly (below the static gate, which would refuse most of
+these files outright) so that the process-level defences are tested on their own.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from nkiagent.tasks import get_task
+from nkiagent.verify.sandbox import Limits, run_worker
+
+TASK = get_task("vector_add")
+RUN = [{"id": 0, "dims": {"N": 128, "D": 64}, "seed": 0, "dist": "normal", "trace": False}]
+
+
+def _kernel(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "kernel.py"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def _run(tmp_path: Path, body: str, **limits) -> object:
+    return run_worker(_kernel(tmp_path, body), TASK.source_path, RUN, target="trn2", limits=Limits(**limits) if limits else Limits())
+
+
+HONEST = """
+import nki, nki.isa as nisa, nki.language as nl
+@nki.jit
+def kernel(a, b):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    ta = nl.ndarray(a.shape, a.dtype); tb = nl.ndarray(b.shape, b.dtype)
+    nisa.dma_copy(dst=ta, src=a); nisa.dma_copy(dst=tb, src=b)
+    nisa.tensor_tensor(dst=ta, data1=ta, data2=tb, op=nl.add)
+    nisa.dma_copy(dst=out, src=ta)
+    return out
+"""
+
+
+def test_honest_kernel_runs_and_answers_with_outputs(tmp_path: Path) -> None:
+    out = _run(tmp_path, HONEST)
+    assert out.status == "ok" and out.answer["compiled"]
+    rec = out.answer["runs"][0]
+    assert rec["inputs_unchanged"] is True and rec["outputs"][0]["shape"] == [128, 64]
+
+
+def test_hanging_kernel_is_killed_at_the_wall_clock_limit(tmp_path: Path) -> None:
+    t0 = time.perf_counter()
+    out = _run(tmp_path, "while True:\n    pass\n", wall_s=3.0)
+    assert out.status == "timeout" and "wall-clock limit of 3 s" in out.detail
+    assert time.perf_counter() - t0 < 15
+
+
+def test_unbounded_allocation_hits_the_memory_limit(tmp_path: Path) -> None:
+    out = _run(tmp_path, HONEST + "\nhog = []\nwhile True:\n    hog.append(bytearray(50_000_000))\n", mem_bytes=1_500_000_000)
+    # the module-level loop runs at exec time: MemoryError is reported as a run error, or the worker dies
+    if out.status == "ok":
+        assert out.answer["runs"][0]["error"]["kind"] == "memory"
+    else:
+        assert out.status == "crashed"
+
+
+def test_segfault_is_reported_as_a_crash(tmp_path: Path) -> None:
+    out = _run(tmp_path, "import faulthandler\nfaulthandler._sigsegv()\n")
+    assert out.status == "crashed" and "SIGSEGV" in out.detail
+
+
+def test_printing_without_end_hits_the_output_limit(tmp_path: Path) -> None:
+    out = _run(tmp_path, "line = 'x' * 65536\nwhile True:\n    print(line)\n", fsize_bytes=8 * 2**20)
+    assert out.status == "ok"  # the worker survives: the write fails with EFBIG and is reported
+    err = out.answer["runs"][0]["error"]
+    assert err["kind"] == "output" and "output limit exceeded" in err["message"]
+
+
+@pytest.mark.parametrize(
+    "body, event",
+    [
+        ("import socket\n", "importing 'socket'"),
+        ("import subprocess\n", "importing 'subprocess'"),
+        ("import os\nos.system('true')\n", "os.system"),
+        ("open('/tmp/nkiagent-escape.txt', 'w').write('x')\n", "writing '/tmp/nkiagent-escape.txt'"),
+        ("import threading\nthreading.Thread(target=print).start()\n", "starting threads"),
+    ],
+)
+def test_audit_hook_refuses_escapes(tmp_path: Path, body: str, event: str) -> None:
+    out = _run(tmp_path, body + HONEST)
+    err = out.answer["runs"][0]["error"]
+    assert err["kind"] == "sandbox" and event in err["message"]
+    assert not os.path.exists("/tmp/nkiagent-escape.txt")
+
+
+def test_environment_is_scrubbed_of_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    body = HONEST.replace("return out", "assert 'OPENAI_API_KEY' not in __import__('os').environ\n    return out")
+    out = _run(tmp_path, body)
+    assert "error" not in out.answer["runs"][0], out.answer["runs"][0].get("error")
+
+
+def test_answer_without_the_nonce_is_not_trusted(tmp_path: Path) -> None:
+    """A kernel that forges an answer on the result pipe cannot know the nonce."""
+    body = "import os, json, sys\nos.write(int(sys.argv[1]), json.dumps({'compiled': True, 'runs': [], 'nonce': 'guess'}).encode())\nos._exit(0)\n"
+    out = _run(tmp_path, body)
+    assert out.answer is None and out.status in ("bad-answer", "crashed")
