@@ -63,6 +63,8 @@ def _buffer(buffer: Any) -> Buffer:
 def _shape(shape: Any) -> tuple[tuple[int, ...], int]:
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     pdim = next((k for k, s in enumerate(shape) if getattr(s, "_nki_par_dim", False)), 0)
+    if any(not isinstance(s, (int, np.integer)) or isinstance(s, bool) for s in shape):  # (nl.all shadows all())
+        raise NkiTypeError("err_invalid_shape", f"tensor shape {list(shape)} must be a tuple of integers")
     return tuple(int(s) for s in shape), pdim
 
 
@@ -348,6 +350,8 @@ def _binary(name: str, x: Any, y: Any, dtype: Any) -> Any:
         out_dtype = dt.as_dtype(dtype) if dtype is not None else dt.promote(t.dtype, dt.weak_scalar_dtype(s))
         out = tile(t.shape, out_dtype)
         if ALU[name].kind == "bitvec":
+            if isinstance(s, (float, np.floating)):
+                raise NkiTypeError("err_bitvec_dtype", f"nl.{name}: bitwise operations need integer operands, got the float {s!r}")
             s = int(s)
         else:
             s = float(s)
@@ -474,6 +478,8 @@ invert = _make_unary("invert", "Bitwise not (integer tiles).")
 def _reduce(name: str, x: Any, axis: Any, dtype: Any, keepdims: bool, negate: bool = False) -> NkiTensor:
     x = require_tensor(name, "x", x)
     axes = tuple(a + x.ndim if a < 0 else a for a in axis_tuple(f"nl.{name}", axis))
+    if any(not 0 <= a < x.ndim for a in axes):
+        raise NkiValidationError("err_reduce_axis", f"nl.{name} axis {axis} is out of range for a {x.ndim}-D tile {list(x.shape)}")
     shape = tuple((1 if keepdims else None) if k in axes else n for k, n in enumerate(x.shape))
     shape = tuple(s for s in shape if s is not None)
     out = tile(_onchip_shape(shape) if len(shape) >= 2 else (x.shape[0], 1), dtype or x.dtype)

@@ -461,9 +461,17 @@ class NkiTensor:
             ) from None
         return self._view(shape, tuple(reshaped.strides), self._offset)
 
+    def _dim(self, dim: Any, method: str, extra: int = 0) -> int:
+        """``dim`` of a ``ndim + extra``-D result as a non-negative index (negative counts from the end, as in NumPy)."""
+        n = self.ndim + extra
+        d = _index_int(dim, f"{method} dim")
+        if not -n <= d < n:
+            raise NkiValidationError("err_invalid_dim", f"{method}: dim {d} is out of range for `{self._a.name}` of shape {list(self._shape)}")
+        return d + n if d < 0 else d
+
     def slice(self, dim: int, start: int, end: int, step: int = 1) -> NkiTensor:
         idx: list[Any] = [slice(None)] * self.ndim
-        idx[dim] = slice(start, end, step)
+        idx[self._dim(dim, "slice")] = slice(start, end, step)
         return self[tuple(idx)]
 
     def select(self, dim: int, index: Any) -> NkiTensor:
@@ -472,6 +480,7 @@ class NkiTensor:
             if dim != 0:
                 raise NkiUnsupportedError("err_indirect_indices_free_dim", "indirect indexing is only supported on the partition (first) dimension")
             return self.ap(self.get_pattern(), offset=self._offset, vector_offset=index, indirect_dim=0)
+        dim = self._dim(dim, "select")
         n = self._shape[dim]
         k = int(index) + (n if int(index) < 0 else 0)
         if not 0 <= k < n:
@@ -489,6 +498,9 @@ class NkiTensor:
         return self._view(tuple(self._shape[d] for d in dims), tuple(self._strides[d] for d in dims), self._offset)
 
     def broadcast(self, dim: int, size: int) -> NkiTensor:
+        dim = self._dim(dim, "broadcast")
+        if _index_int(size, "broadcast size") < 1:
+            raise NkiValidationError("err_broadcast_dim", f"broadcast size must be positive, got {size}")
         if self._shape[dim] != 1:
             raise NkiValidationError("err_broadcast_dim", f"can only broadcast a size-1 dim; dim {dim} of `{self._a.name}` has size {self._shape[dim]}")
         shape = list(self._shape)
@@ -497,17 +509,23 @@ class NkiTensor:
         return self._view(tuple(shape), tuple(strides), self._offset)
 
     def expand_dim(self, dim: int) -> NkiTensor:
+        dim = self._dim(dim, "expand_dim", extra=1)
         return self._view(self._shape[:dim] + (1,) + self._shape[dim:], self._strides[:dim] + (0,) + self._strides[dim:], self._offset)
 
     def squeeze_dim(self, dim: int) -> NkiTensor:
+        dim = self._dim(dim, "squeeze_dim")
         if self._shape[dim] != 1:
             raise NkiValidationError("err_squeeze_dim", f"cannot squeeze dim {dim} of size {self._shape[dim]} in `{self._a.name}`")
         return self._view(self._shape[:dim] + self._shape[dim + 1 :], self._strides[:dim] + self._strides[dim + 1 :], self._offset)
 
     def reshape_dim(self, dim: int, shape: Any) -> NkiTensor:
+        dim = self._dim(dim, "reshape_dim")
         return self.reshape(self._shape[:dim] + tuple(shape) + self._shape[dim + 1 :])
 
     def flatten_dims(self, start: int, end: int) -> NkiTensor:
+        start, end = self._dim(start, "flatten_dims"), self._dim(end, "flatten_dims")
+        if start > end:
+            raise NkiValidationError("err_invalid_dim", f"flatten_dims: start dim {start} is after end dim {end}")
         return self.reshape(self._shape[:start] + (math.prod(self._shape[start : end + 1]),) + self._shape[end + 1 :])
 
     def view(self, dtype: Any) -> NkiTensor:
@@ -550,11 +568,14 @@ class NkiTensor:
         from .ops import read_scalar_index, read_vector_index
 
         view_dtype = dt.as_dtype(dtype) if dtype is not None else self._dtype
-        pat = [(int(s), int(n)) for s, n in pattern]
+        try:
+            pat = [(_index_int(s, "access pattern stride"), _index_int(n, "access pattern count")) for s, n in pattern]
+        except (TypeError, ValueError):  # not a sequence of pairs
+            raise NkiTypeError("err_invalid_pattern", f"access pattern must be a list of [stride, count] pairs, got {pattern!r}") from None
         if not pat:
             raise NkiTypeError("err_invalid_pattern", "access pattern must have at least one [stride, count] pair")
         base = self._a
-        offset = int(offset or 0)
+        offset = _index_int(offset or 0, "access pattern offset")
         if base.on_chip and len(pat) > 0:
             row = self._storage_elems() // max(base.partitions, 1)
             if pat[0][1] > 1 and pat[0][0] != row:
@@ -603,12 +624,19 @@ class NkiTensor:
     def __truediv__(self, o: Any) -> Any: return self._bin("divide", o)
     def __rtruediv__(self, o: Any) -> Any: return self._bin("divide", o, True)
     def __pow__(self, o: Any) -> Any: return self._bin("power", o)
+    def __rpow__(self, o: Any) -> Any: return self._bin("power", o, True)
     def __mod__(self, o: Any) -> Any: return self._bin("mod", o)
+    def __rmod__(self, o: Any) -> Any: return self._bin("mod", o, True)
     def __and__(self, o: Any) -> Any: return self._bin("bitwise_and", o)
+    def __rand__(self, o: Any) -> Any: return self._bin("bitwise_and", o, True)
     def __or__(self, o: Any) -> Any: return self._bin("bitwise_or", o)
+    def __ror__(self, o: Any) -> Any: return self._bin("bitwise_or", o, True)
     def __xor__(self, o: Any) -> Any: return self._bin("bitwise_xor", o)
+    def __rxor__(self, o: Any) -> Any: return self._bin("bitwise_xor", o, True)
     def __lshift__(self, o: Any) -> Any: return self._bin("left_shift", o)
+    def __rlshift__(self, o: Any) -> Any: return self._bin("left_shift", o, True)
     def __rshift__(self, o: Any) -> Any: return self._bin("right_shift", o)
+    def __rrshift__(self, o: Any) -> Any: return self._bin("right_shift", o, True)
     def __lt__(self, o: Any) -> Any: return self._bin("less", o)
     def __le__(self, o: Any) -> Any: return self._bin("less_equal", o)
     def __gt__(self, o: Any) -> Any: return self._bin("greater", o)
