@@ -48,6 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
     tasks = sub.add_parser("tasks", help="list the builtin task suite")
     tasks.add_argument("--json", action="store_true")
 
+    task = sub.add_parser("task", help="create a task from your own code")
+    task_sub = task.add_subparsers(dest="task_command", metavar="ACTION")
+    new = task_sub.add_parser("new", help="write a task file whose reference is your NumPy/PyTorch function or nn.Module")
+    new.add_argument("--from", dest="source", required=True, help="PATH.py:FUNCTION_OR_MODULE")
+    new.add_argument("--inputs", required=True, help='comma-separated NAME:SHAPE:DTYPE, e.g. "x:4096x1024:bfloat16"')
+    new.add_argument("--name", help="task name (default: the function name, lower-cased)")
+    new.add_argument("--out", help="task file to write (default: tasks/NAME.py)")
+
     ops = sub.add_parser("ops", help="list the nki.isa and nki.language APIs the emulator supports")
     ops.add_argument("--json", action="store_true")
     return parser
@@ -77,6 +85,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .commands.evaluate import run_tasks
 
         return run_tasks(args)
+    if args.command == "task":
+        if args.task_command != "new":
+            parser.parse_args(["task", "--help"])
+        from .commands.task_new import run_task_new
+
+        return run_task_new(args)
     if args.command == "ops":
         from .commands.simulate import run_ops
 
