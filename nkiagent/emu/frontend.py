@@ -9,6 +9,7 @@ NumPy (or torch) copies of the outputs.
 from __future__ import annotations
 
 import functools
+import gc
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -243,6 +244,10 @@ def run_kernel(
     import warnings
 
     memory._CURRENT = ctx
+    # Trace records hold no reference cycles: pausing the cyclic collector during a launch
+    # saves several µs per instruction once a trace holds 10⁵ records.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -267,6 +272,8 @@ def run_kernel(
                 a.original[...] = a.alloc.data.reshape(a.original.shape)
     finally:
         memory._CURRENT = None
+        if gc_was_enabled:
+            gc.enable()
     msgs = [str(w.message) for w in caught]
     if trace is not None:
         trace.warnings.extend(msgs)

@@ -630,21 +630,27 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: boo
         return
     prod = _pf(f32(st), k).T @ _pf(f32(mv), k)
     a = dst._a
-    dst_vals = dst._np()
-    if acc_mode is False:
-        new = prod
+    if acc_mode is True and not was_written:
+        warn("nc_matmul(accumulate=True) into PSUM that was never written: the result is undefined on hardware")
+    open_view = dst._geom(a.acc_open)
+    if acc_mode is None:
+        open_mask = _pf(open_view, m)
+        accumulate_all = bool(open_mask.all())
+        overwrite_all = not accumulate_all and not open_mask.any()
     else:
-        cur = _pf(dst_vals.astype(np.float32), m)
-        if acc_mode is True:
-            if not was_written:
-                warn("nc_matmul(accumulate=True) into PSUM that was never written: the result is undefined on hardware")
-            new = cur + prod
-        else:
-            open_mask = _pf(dst._geom(a.acc_open), m)
-            new = np.where(open_mask, cur + prod, prod) if open_mask.any() else prod
+        accumulate_all, overwrite_all = acc_mode, not acc_mode
+    cur = dst._np() if dst._addr is None else None
+    if accumulate_all and cur is not None and cur.dtype == np.float32:
+        np.add(cur, prod.reshape(cur.shape), out=cur)  # the common case: in place, no temporaries
+    elif overwrite_all:
+        dst._store(prod.reshape(dst.shape))
+    else:
+        cur_pf = _pf(f32(dst), m)
+        new = cur_pf + prod if accumulate_all else np.where(open_mask, cur_pf + prod, prod)
+        dst._store(new.reshape(dst.shape))
     a.written = True
-    dst._store(new.reshape(dst.shape))
-    dst._geom(a.acc_open)[...] = True
+    a.version += 1
+    open_view[...] = True
 
 
 def _bank_error(dst: NkiTensor, reg: Any, t: Any) -> Exception:

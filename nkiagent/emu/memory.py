@@ -72,6 +72,8 @@ class Alloc:
         "written",
         "is_input",
         "rec",
+        "version",
+        "f32c",
         "__weakref__",
     )
 
@@ -99,6 +101,8 @@ class Alloc:
         self.written = False
         self.is_input = False
         self.rec: OnChipRecord | None = None
+        self.version = 0  #: bumped on every store, so derived caches know they are stale
+        self.f32c: tuple[int, np.ndarray] | None = None  #: (version, fp32 copy of the storage) for low-precision SBUF
 
     @property
     def on_chip(self) -> bool:

@@ -45,6 +45,7 @@ SBUF_ONLY = frozenset({"sbuf"})
 HBM = frozenset({"hbm", "shared_hbm", "private_hbm"})
 ANY = ON_CHIP | HBM
 
+_LOW_FLOATS = frozenset({dt.bfloat16, dt.float16, dt.float8_e4m3, dt.float8_e5m2, dt.float8_e4m3fn})
 _UNKNOWN: Any = None  # set by isa (the nisa.engine.unknown member) for a fast path
 
 _ENGINE_NAMES = {0: "unknown", 1: "tensor", 2: "scalar", 3: "gpsimd", 4: "dma", 5: "vector", 6: "sync"}
@@ -241,7 +242,18 @@ def check_compute_operand(ctx: KernelContext, op: str, role: str, t: Any, engine
 
 
 def f32(t: NkiTensor) -> np.ndarray:
-    """The tensor's values as float32 (the Vector/Scalar/GpSimd engines compute in fp32)."""
+    """The tensor's values as float32 (the Vector/Scalar/GpSimd engines compute in fp32).
+
+    Low-precision SBUF tiles are converted once per version of their storage and then viewed:
+    a bf16 operand block read by many matmuls is not re-converted for each of them.
+    """
+    a = t._a
+    if a.memory == "sbuf" and t._addr is None and a.data is not None and t._dtype in _LOW_FLOATS and t._dtype == a.dtype:
+        c = a.f32c
+        if c is None or c[0] != a.version:
+            c = (a.version, a.data.astype(np.float32))
+            a.f32c = c
+        return t._geom(c[1])
     v = t._np()
     return v if v.dtype == np.float32 else v.astype(np.float32)
 

@@ -290,6 +290,7 @@ class NkiTensor:
     def _store(self, values: np.ndarray) -> None:
         """Write ``values`` (any float/int array broadcastable to the view) with storage rounding."""
         vals = values if (type(values) is np.ndarray and values.dtype == self._dtype) else dt.store_cast(np.asarray(values), self._dtype)
+        self._a.version += 1
         if self._addr is None:
             target = self._np()
             target[...] = vals

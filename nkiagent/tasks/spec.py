@@ -89,6 +89,12 @@ class Task:
     level: int = 1
     tags: tuple[str, ...] = ()
     source_path: Path | None = None
+    #: Inputs drawn by the task itself (``generate(seed) -> arrays``) instead of the protocol's
+    #: distributions — for suites such as NKIBench whose inputs have their own semantics.
+    generate: Callable[[int], list[np.ndarray]] | None = None
+    #: Compare the kernel's output after reshaping it to ``output.shape`` (NKIBench kernels may
+    #: return any layout with the right number of elements).
+    reshape_output: bool = False
 
     # -- shapes ---------------------------------------------------------------------------------
     def input_shapes(self, dims: Dims | None = None) -> list[tuple[int, ...]]:

@@ -16,7 +16,7 @@ import numpy as np
 from ..emu.dtypes import as_dtype
 from ..tasks.spec import InputSpec, Task
 
-__all__ = ["DISTRIBUTIONS", "Case", "make_inputs", "cases", "InputCache"]
+__all__ = ["DISTRIBUTIONS", "Case", "make_inputs", "cases", "InputCache", "save_array"]
 
 #: normal; heavy-tailed with outliers; large magnitude (§ correctness protocol of issue 4)
 DISTRIBUTIONS = ("normal", "heavy_tailed", "large")
@@ -41,7 +41,12 @@ class Case:
 
 
 def cases(task: Task, seeds: int = 5, distributions: tuple[str, ...] = DISTRIBUTIONS) -> list[Case]:
-    """Every case of the protocol: each shape (visible first) × seed × distribution."""
+    """Every case of the protocol: each shape (visible first) × seed × distribution.
+
+    A task that draws its own inputs (``Task.generate``) has one distribution, ``native``.
+    """
+    if task.generate is not None:
+        distributions = ("native",)
     out = []
     for k, dims in enumerate(task.all_dims()):
         for seed in range(seeds):
@@ -87,8 +92,29 @@ def _one(spec: InputSpec, dims: Mapping[str, int], seed: int, dist: str, index: 
     return x.reshape(shape).astype(dtype)
 
 
+def save_array(path: str, array: np.ndarray) -> None:
+    """``np.save`` that keeps ml_dtypes types (bfloat16, float8_*) loadable as themselves.
+
+    Plain ``np.save`` records them as raw void (``<V2``), so ``np.load`` hands back bytes and a
+    bf16 kernel would see garbage. This header names the dtype instead (``'bfloat16'``), which
+    ``np.load(allow_pickle=False)`` resolves in any process that imported ml_dtypes (the
+    emulator does, in the worker and the parent alike).
+    """
+    arr = np.ascontiguousarray(array)
+    if arr.dtype.kind != "V" or arr.dtype.names is not None:
+        np.save(path, arr, allow_pickle=False)
+        return
+    header = np.lib.format.header_data_from_array_1_0(arr)
+    header["descr"] = arr.dtype.name
+    with open(path, "wb") as fh:
+        np.lib.format.write_array_header_1_0(fh, header)
+        fh.write(arr.tobytes())
+
+
 def make_inputs(task: Task, dims: Mapping[str, int], seed: int, dist: str) -> list[np.ndarray]:
     """The kernel's inputs for one case, in the task's input order."""
+    if task.generate is not None:
+        return [np.ascontiguousarray(a) for a in task.generate(seed)]
     return [_one(spec, dims, seed, dist, i) for i, spec in enumerate(task.inputs)]
 
 
@@ -118,7 +144,7 @@ class InputCache:
         src = task.source_path.read_bytes() if task.source_path else task.name.encode()
         h.update(src)
         h.update(repr([(c.dims, c.seed, c.distribution) for c in all_cases]).encode())
-        h.update(b"v1")
+        h.update(b"v2")  # v2: ml_dtypes arrays saved by save_array
         return h.hexdigest()[:24]
 
     def ensure(self, task: Task, all_cases: list[Case]) -> str:
@@ -136,9 +162,9 @@ class InputCache:
         for i, case in enumerate(all_cases):
             arrays = make_inputs(task, case.dims_dict, case.seed, case.distribution)
             for k, a in enumerate(arrays):
-                np.save(os.path.join(tmp, f"in_{i}_{k}.npy"), a, allow_pickle=False)
+                save_array(os.path.join(tmp, f"in_{i}_{k}.npy"), a)
             ref = np.asarray(task.reference(*arrays))
-            np.save(os.path.join(tmp, f"ref_{i}.npy"), ref, allow_pickle=False)
+            save_array(os.path.join(tmp, f"ref_{i}.npy"), ref)
         for name in os.listdir(tmp):
             os.chmod(os.path.join(tmp, name), 0o444)
         with open(os.path.join(tmp, "complete"), "w") as fh:

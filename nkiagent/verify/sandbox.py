@@ -82,7 +82,7 @@ def _tail(path: Path, n: int = 2000) -> str:
         return ""
 
 
-def run_worker(kernel_path: str | Path, task_path: str | Path, runs: list[dict[str, Any]], *, target: str, api: str = "0.3",
+def run_worker(kernel_path: str | Path, task_path: str | Path | None, runs: list[dict[str, Any]], *, target: str, api: str = "0.3",
                kernel_name: str | None = None, limits: Limits = Limits(), keep_scratch: bool = False) -> WorkerOutcome:
     """Run ``runs`` of the kernel in a fresh sandboxed worker and collect its answer."""
     shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None  # tmpfs: outputs never touch a disk
@@ -94,7 +94,7 @@ def run_worker(kernel_path: str | Path, task_path: str | Path, runs: list[dict[s
         "nonce": nonce,
         "kernel_path": str(kernel_copy),
         "kernel_name": kernel_name,
-        "task_path": str(Path(task_path).resolve()),
+        "task_path": str(Path(task_path).resolve()) if task_path else None,
         "scratch": str(scratch),
         "runs": runs,
         "target": target,

@@ -72,8 +72,11 @@ def baseline_latency(task: Task, target: str, limits: Limits = Limits()) -> floa
         return None
     key = (task.name, hashlib.sha256(path.read_bytes()).hexdigest(), target)
     if key not in _BASELINE_CACHE:
-        run = {"id": 0, "dims": dict(task.dims), "seed": 0, "dist": "normal", "trace": True}
-        out = run_worker(path, task.source_path, [run], target=target, api=_detect_api(path.read_text()), limits=limits)
+        first = cases(task, 1, DISTRIBUTIONS[:1])[:1]
+        cache = InputCache().ensure(task, first)
+        run = {"id": 0, "dims": dict(task.dims), "seed": 0, "dist": first[0].distribution, "trace": True,
+               "input_paths": InputCache.input_paths(cache, 0, len(task.inputs))}
+        out = run_worker(path, None, [run], target=target, api=_detect_api(path.read_text()), limits=limits)
         lat = None
         try:
             if out.answer and out.answer["runs"] and "trace_path" in out.answer["runs"][0]:
@@ -127,7 +130,7 @@ def verify(kernel_path: str | Path, task: Task, target: str = "trn2", options: V
         return res
 
     runs, all_cases, cache = _runs(task, opts)
-    out = run_worker(path, task.source_path, runs, target=target, api=_detect_api(source), limits=opts.limits)
+    out = run_worker(path, None, runs, target=target, api=_detect_api(source), limits=opts.limits)
     try:
         if out.answer is None:
             return _fail_from_worker(res, out)
@@ -207,6 +210,8 @@ def _judge_runs(
             return
         got = np.load(outs[0]["path"], allow_pickle=False)
         shape = task.output_shape(case.dims_dict)
+        if task.reshape_output and got.size == int(np.prod(shape)):
+            got = got.reshape(shape)
         if tuple(got.shape) != shape or (expect_dtype is not None and got.dtype != expect_dtype) or (expect_dtype is None and str(got.dtype) != "bfloat16"):
             res.reasons.append(f"wrong output: shape {list(got.shape)} {got.dtype}, expected {list(shape)} {task.output.dtype} ({case.label()})")
             res.add("output", False, res.reasons[-1])

@@ -159,10 +159,12 @@ def _serve(req: dict[str, Any]) -> dict[str, Any]:
 
     import nkiagent.emu as emu
     from nkiagent.tasks import load_task_file
-    from nkiagent.verify.inputs import make_inputs
+    from nkiagent.verify.inputs import make_inputs, save_array
 
     emu.install(force=True)
-    task = load_task_file(req["task_path"])
+    # inputs normally arrive as files from the parent's cache; the task is only needed to draw them here
+    need_task = any("input_paths" not in run for run in req["runs"])
+    task = load_task_file(req["task_path"]) if need_task else None
     scratch = req["scratch"]
     kernel_file = req["kernel_path"]
     source = Path(kernel_file).read_text()
@@ -200,7 +202,7 @@ def _serve(req: dict[str, Any]) -> dict[str, Any]:
                 rec["outputs"].append({"type": type(o).__name__})
                 continue
             path = os.path.join(scratch, f"out_{run['id']}_{k}.npy")
-            np.save(path, o, allow_pickle=False)
+            save_array(path, o)
             rec["outputs"].append({"path": path, "shape": list(o.shape), "dtype": str(o.dtype)})
         rec["inputs_unchanged"] = _unchanged(pristine, inputs)
         rec["warnings"] = result.warnings[:20]

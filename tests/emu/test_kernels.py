@@ -15,13 +15,12 @@ from collections import Counter
 from typing import Any
 
 import ml_dtypes
+import nki  # the emulator: tests/conftest.py installed it
 import numpy as np
 import pytest
 
-import nkiagent.emu as emu
+from nkiagent import emu
 from tests.emu.kernels import attention, layernorm, matmul, rmsnorm, softmax, spmd, transpose, vector_add
-
-import nki  # the emulator: tests/conftest.py installed it
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 TARGETS = ("trn1", "trn2", "trn3")

@@ -1,0 +1,1584 @@
+"""The static gate: reject kernel source that could cheat the verifier, before any of it runs.
+
+Why a static gate when the worker is sandboxed and the emulator's tiles are opaque: those
+defences stop a cheat by making it crash, and a crash teaches the agent nothing. The gate
+names the rule and the line and says what to write instead, it costs milliseconds, and it
+is a second, independent wall (``kernel-agents-landscape.md`` §5, checklist item 2). It
+parses with tree-sitter and never imports or executes the kernel.
+
+A kernel is one small file of NKI calls, so the gate is deliberately strict: anything a
+kernel does not need is rejected, and every message says what to do instead.
+
+Rules (``Violation.rule``):
+
+``syntax-error``
+    tree-sitter found an ERROR or MISSING node (reported at the first one), a Python 2
+    statement, or CPython's tokenizer refused the text.
+``source-text``
+    text on which tree-sitter and CPython could disagree about what the code is: NUL bytes,
+    a carriage return that is not part of CRLF (CPython ends a line there, tree-sitter does
+    not, so code could hide inside a comment), a non-UTF-8 coding declaration, tabs in
+    indentation, unencodable characters.
+``parser-mismatch``
+    a differential check: the identifiers and keywords CPython's tokenizer sees outside
+    string literals must be exactly the ones in the tree-sitter tree, line by line.
+    Whatever parser quirk an attacker finds, code the gate did not see cannot run.
+``forbidden-import`` / ``unknown-import``
+    imports are limited to :data:`ALLOWED_MODULES`. Modules in :data:`FORBIDDEN_MODULES`
+    and NumPy's reach-arounds (:data:`FORBIDDEN_SUBMODULES`: ``numpy.testing``,
+    ``numpy.lib`` …) are ``forbidden-import``, anything else ``unknown-import``, and so are
+    relative imports (a kernel is one file; the task's reference lives next door). The same
+    rules apply to modules reached through attributes (``np.lib``, ``dataclasses.sys``,
+    ``getattr(np, "testing")``): an attribute of an allowed module that is itself a module
+    must be allowed too. ``from m import *`` is rejected (it hides which names exist), and
+    a module may only be used as ``mod.name``: binding it to another name or passing it
+    around would hide what is later reached through it.
+``forbidden-call``
+    :data:`FORBIDDEN_BUILTINS` (``open``, ``exec``, ``eval``, ``compile``, ``globals``,
+    ``vars``, ``id`` …) anywhere they are not a function's own local name — a module-level
+    ``def open`` does not count, because a missing global falls back to the builtin;
+    ``getattr``/``setattr``/``delattr``/``hasattr`` unless called with a plain string
+    literal that is not a dunder; ``type`` except as ``type(x)``; ``str.format`` on a
+    template that is not a literal; NumPy file and memory I/O (``np.load``, ``np.save``,
+    ``x.tofile`` …); ``typing.get_type_hints`` (it evaluates strings as code); dunder
+    names such as ``__builtins__`` or ``__import__``.
+``dunder-attribute``
+    ``x.__anything__`` (also ``getattr``-free reaches such as ``"{0.__class__}".format``
+    and ``case C(__x__=...)`` patterns) and dunder method definitions other than
+    ``__init__`` and ``__post_init__`` (``__eq__``, ``__array__``, ``__reduce__``,
+    ``__del__`` … change what the harness sees when it compares, converts, pickles or
+    frees the kernel's objects).
+``private-attribute``
+    ``x._name`` on anything, and ``from m import _name``: the emulator keeps its tensors'
+    internals behind underscore names. A file's own ``_helper`` functions are fine.
+``introspection``
+    frame, code and class-graph attributes (:data:`INTROSPECTION_ATTRIBUTES`: ``f_back``,
+    ``gi_frame``, ``tb_frame``, ``__globals__``, ``__subclasses__``, ``mro`` …), the road
+    from any object to the harness's frames and the expected outputs.
+``swallowed-exception``
+    an ``except`` clause that does not end in ``raise`` (bare or ``raise X from e``) or
+    that contains ``return``/``yield``/``break``/``continue`` leaving it (the
+    ``try: kernel() except: return reference()`` fallback); ``return``/``break``/
+    ``continue`` in ``finally`` (they discard the exception in flight); ``with`` on anything
+    but an NKI context manager (``with nl.no_reorder():``), since ``__exit__`` can swallow.
+``global-state``
+    state that outlives a call: ``global``/``nonlocal``; inside a function, assigning,
+    deleting or calling a mutating method (``append``, ``update``, ``fill`` …) on anything
+    that is not the function's own local (a module-level name, a closure variable, a
+    call's result); inside a function, using a module-level container or object other
+    than by reading it (``X[i]``, ``X.attr``, ``for a in X``, ``a in X``, arithmetic,
+    ``len(X)``, an NKI call's argument) — aliasing or passing it elsewhere would let a
+    helper write to it; mutable or computed default arguments (``def k(x, cache={})``);
+    class attributes holding containers; patching an imported module anywhere
+    (``np.allclose = ...``, ``setattr(nl, ...)``); ``functools.cache``/``lru_cache``/
+    ``cached_property``; NumPy's process-wide settings (``np.seterr`` …). Module-level code
+    may build whatever it likes: it runs once, at import.
+``host-compute``
+    inside any function (kernels and their helpers): ``np.asarray``, ``np.array``,
+    ``np.frombuffer`` and the other calls in :data:`HOST_COMPUTE_NUMPY`, and the methods
+    ``.tolist()``, ``.item()``, ``.numpy()``, ``.tobytes()``, ``.itemset()``. Everything
+    else NumPy is allowed anywhere: dtypes and scalar types (``np.float32``,
+    ``np.float32(1.0)``, ``np.dtype``, ``np.finfo``), constants (``np.pi``), and math on
+    shapes and other Python numbers (``np.prod(shape)``, ``np.sqrt(d)``). NumPy applied to
+    tile data cannot work anyway (the emulator's tiles are opaque); this rule reports the
+    attempt by name instead of as a crash.
+``class-base``
+    a class may derive only from ``object``, enums, ``NamedTuple``, exceptions and the
+    file's own classes, with no ``metaclass=`` or other class keywords: subclassing NumPy,
+    NKI or builtin types is how a fake or lazy output is built.
+
+Decisions on the questions the issue left open: ``id()`` is forbidden (object identity is
+the usual key of a cross-call cache and kernels never need it); ``if __name__ ==
+"__main__":`` is allowed at module level (the worker imports the kernel under another name,
+so the block never runs during verification, and its body is still checked by every rule);
+``__all__`` may be assigned at module level; ``with`` is limited to context managers taken
+from the NKI modules.
+
+Known limits (the worker's fresh process per evaluation, the determinism run and the
+speed-of-light bound cover them): aliases more than one step away from a module-level name
+(``x = TABLE[0]; x.append(1)``), closure containers smuggled out through a parameter, and
+anything decided at run time.
+"""
+
+from __future__ import annotations
+
+import ast
+import codecs
+import functools
+import importlib
+import importlib.util
+import io
+import re
+import tokenize
+import types
+import unicodedata
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import tree_sitter_python
+from tree_sitter import Language, Node, Parser
+
+__all__ = ["ALLOWED_MODULES", "GATE_VERSION", "Violation", "check_source"]
+
+#: Bump when a rule changes what passes, so stored verdicts can say which gate judged them.
+GATE_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One rejection: the rule id, what to do instead, and where (1-based line and column)."""
+
+    rule: str
+    message: str
+    line: int
+    col: int
+
+    def where(self, filename: str) -> str:
+        """``file:line``, the form editors and the agent's tools jump to."""
+        return f"{filename}:{self.line}"
+
+
+# ---------------------------------------------------------------------------- policy tables
+
+#: Modules a kernel may import (exact dotted names).
+ALLOWED_MODULES = frozenset(
+    {
+        "nki",
+        "nki.language",
+        "nki.isa",
+        "nki.typing",
+        "neuronxcc.nki",
+        "neuronxcc.nki.language",
+        "neuronxcc.nki.isa",
+        "neuronxcc.nki.typing",
+        "neuronxcc.nki.compiler",
+        "numpy",
+        "math",
+        "functools",
+        "itertools",
+        "typing",
+        "dataclasses",
+        "enum",
+        "__future__",
+    }
+)
+#: The NKI front-ends: their calls are the kernel's real work, their context managers are allowed.
+NKI_MODULES = frozenset(m for m in ALLOWED_MODULES if m == "nki" or m.startswith(("nki.", "neuronxcc.")))
+#: Allowed modules the gate may import to learn which of their attributes are modules.
+_INTROSPECTABLE = frozenset({"numpy", "math", "functools", "itertools", "typing", "dataclasses", "enum"})
+#: Package names that are only a path to an allowed module (``import neuronxcc.nki`` binds ``neuronxcc``).
+_PREFIXES = frozenset(p for m in ALLOWED_MODULES for p in (m.rsplit(".", i)[0] for i in range(1, m.count(".") + 1))) - ALLOWED_MODULES
+
+#: Top-level modules whose import is ``forbidden-import`` (every other unknown module is ``unknown-import``).
+FORBIDDEN_MODULES = frozenset(
+    {
+        "sys", "os", "inspect", "gc", "builtins", "importlib", "ctypes", "threading", "multiprocessing",
+        "subprocess", "socket", "time", "pickle", "marshal", "shelve", "signal", "resource", "io",
+        "tempfile", "pathlib", "shutil", "urllib", "http", "asyncio", "concurrent", "torch", "jax",
+        "scipy", "_thread", "_ctypes", "posix", "nt", "types", "runpy", "traceback", "atexit",
+        "weakref", "copyreg", "__main__", "__builtin__", "nkiagent",
+    }
+)  # fmt: skip
+#: Submodules of allowed packages that reach file I/O, raw memory, compilers or global RNG state.
+FORBIDDEN_SUBMODULES = frozenset(
+    {"numpy.testing", "numpy.ctypeslib", "numpy.lib", "numpy.core", "numpy._core", "numpy.distutils", "numpy.f2py", "numpy.random"}
+)
+
+_IO_ADVICE = "a kernel reads only its arguments and returns its output; it does no file or raw-memory I/O"
+#: Members of allowed modules with their own verdict: (module, name) -> (rule, why).
+_MEMBER_RULES: dict[tuple[str, str], tuple[str, str]] = {
+    **{
+        ("numpy", n): ("forbidden-call", _IO_ADVICE)
+        for n in (
+            "load", "loadtxt", "genfromtxt", "fromfile", "fromregex", "memmap", "save", "savez",
+            "savez_compressed", "savetxt", "DataSource", "from_dlpack", "info", "source", "lookfor",
+            "show_config", "show_runtime", "get_include",
+        )
+    },
+    **{
+        ("numpy", n): ("global-state", "it changes NumPy's process-wide settings, which the harness shares; leave them alone")
+        for n in ("seterr", "seterrcall", "setbufsize", "set_printoptions", "printoptions", "errstate")
+    },
+    **{
+        ("typing", n): ("forbidden-call", "it evaluates strings as code; annotations are for reading, not for evaluating")
+        for n in ("get_type_hints", "evaluate_forward_ref", "ForwardRef")
+    },
+    **{
+        (m, n): ("class-base", "it builds classes from data, around the class-definition rules; write a `class` statement")
+        for m, n in (("dataclasses", "make_dataclass"), ("enum", "EnumMeta"), ("enum", "EnumType"))
+    },
+    **{
+        ("functools", n): ("global-state", "a memo survives between calls, so later calls could skip the work; compute every call")
+        for n in ("cache", "lru_cache", "cached_property")
+    },
+}  # fmt: skip
+
+#: NumPy calls that turn data into host arrays: rejected inside functions (``host-compute``).
+HOST_COMPUTE_NUMPY = frozenset(
+    {
+        "asarray",
+        "array",
+        "asanyarray",
+        "ascontiguousarray",
+        "asfortranarray",
+        "asarray_chkfinite",
+        "frombuffer",
+        "fromiter",
+        "copy",
+        "require",
+    }
+)
+#: Methods that pull a tensor's values to the host: rejected inside functions (``host-compute``).
+HOST_COMPUTE_METHODS = frozenset({"tolist", "item", "numpy", "tobytes", "itemset"})
+#: NumPy constructors whose result is a mutable array (module-level state when bound at module level).
+_NUMPY_ARRAY_CONSTRUCTORS = frozenset(
+    {
+        "array", "asarray", "asanyarray", "ascontiguousarray", "zeros", "ones", "empty", "full", "zeros_like",
+        "ones_like", "empty_like", "full_like", "arange", "linspace", "logspace", "geomspace", "eye", "identity",
+        "tri", "diag", "copy", "frombuffer", "fromiter", "fromfunction", "concatenate", "stack", "vstack",
+        "hstack", "tile", "repeat", "meshgrid", "indices", "ndarray", "matrix", "recarray", "memmap",
+    }
+)  # fmt: skip
+
+#: Builtins that are forbidden wherever they are not a function's own local name, with what to do instead.
+FORBIDDEN_BUILTINS: dict[str, str] = {
+    **dict.fromkeys(("open", "input", "help", "license", "credits", "copyright"), _IO_ADVICE),
+    **dict.fromkeys(("exec", "eval", "compile"), "a kernel is the code in this file; it may not build and run code from strings"),
+    **dict.fromkeys(("globals", "locals", "vars", "dir"), "namespace introspection reaches the harness; refer to names directly"),
+    "breakpoint": "debugger hooks do not belong in a kernel; remove the call",
+    "memoryview": "raw memory views bypass the tensor API; use NKI loads and stores",
+    "id": "object identity is how cross-call caches are keyed; a kernel never needs it",
+    **dict.fromkeys(
+        ("exit", "quit", "SystemExit", "KeyboardInterrupt", "GeneratorExit"),
+        "a kernel may not end or interrupt the process; raise an ordinary exception",
+    ),
+}  # fmt: skip
+#: Attribute names that write files or expose raw memory, whatever object they are read from.
+FORBIDDEN_ATTRIBUTES: dict[str, str] = {
+    "tofile": _IO_ADVICE,
+    "dump": _IO_ADVICE,
+    "ctypes": "raw memory pointers bypass the tensor API; use NKI loads and stores",
+}
+#: Builtins that reach attributes by a computed name.
+_ATTRIBUTE_FUNCTIONS = frozenset({"getattr", "setattr", "delattr", "hasattr"})
+
+#: Attributes that lead from any object to frames, code objects or the class graph.
+INTROSPECTION_ATTRIBUTES = frozenset(
+    {
+        "f_back", "f_locals", "f_globals", "f_builtins", "f_code", "f_trace", "gi_frame", "gi_code",
+        "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "ag_frame", "ag_code", "ag_await", "tb_frame",
+        "tb_next", "co_code", "co_consts", "co_names", "mro", "__code__", "__closure__", "__globals__",
+        "__dict__", "__class__", "__bases__", "__base__", "__subclasses__", "__mro__", "__traceback__",
+        "__builtins__", "__self__", "__func__", "__wrapped__", "__defaults__", "__kwdefaults__",
+    }
+)  # fmt: skip
+#: Dunder methods a class in a kernel may define.
+_ALLOWED_DUNDER_METHODS = frozenset({"__init__", "__post_init__"})
+
+#: Method names that mutate their receiver (lists, dicts, sets, deques, NumPy arrays).
+_MUTATING_METHODS = frozenset(
+    {
+        "append", "extend", "insert", "remove", "pop", "popitem", "clear", "update", "setdefault", "add",
+        "discard", "difference_update", "intersection_update", "symmetric_difference_update", "sort",
+        "reverse", "appendleft", "extendleft", "popleft", "rotate", "fill", "put", "itemset", "resize",
+        "setflags", "setfield", "send", "throw", "close",
+    }
+)  # fmt: skip
+#: Methods that only read a container.
+_READONLY_METHODS = frozenset({"get", "keys", "values", "items", "index", "count", "copy"})
+#: Parents that only read the value of their operand.
+_READING_PARENTS = frozenset(
+    {"binary_operator", "unary_operator", "comparison_operator", "not_operator", "interpolation", "assert_statement"}
+)
+#: Builtins that read a module-level value without keeping it or iterating it.
+_READONLY_BUILTINS = frozenset({"len", "isinstance", "int", "float", "bool", "str", "repr", "abs", "round", "print", "hash", "format"})
+#: Builtins that iterate their argument: fine on containers, not on module-level iterators.
+_ITERATING_BUILTINS = frozenset(
+    {"min", "max", "sum", "sorted", "tuple", "list", "set", "frozenset", "enumerate", "zip", "reversed", "any", "all", "dict"}
+)
+#: Builtins whose result is immutable when their arguments are (constant default values, constants).
+_CONSTANT_BUILTINS = frozenset(
+    {
+        "int",
+        "float",
+        "complex",
+        "bool",
+        "str",
+        "bytes",
+        "tuple",
+        "frozenset",
+        "range",
+        "slice",
+        "abs",
+        "min",
+        "max",
+        "round",
+        "len",
+        "sum",
+        "pow",
+        "divmod",
+        "ord",
+        "chr",
+    }
+)
+_MUTABLE_BUILTINS = frozenset({"list", "dict", "set", "bytearray"})
+#: Base classes a class in a kernel may name (builtins, and members of allowed modules).
+_ALLOWED_BASE_BUILTINS = frozenset(
+    {
+        "object",
+        "Exception",
+        "ValueError",
+        "TypeError",
+        "RuntimeError",
+        "AssertionError",
+        "NotImplementedError",
+        "ArithmeticError",
+        "LookupError",
+        "IndexError",
+        "KeyError",
+    }
+)
+_ALLOWED_BASE_MEMBERS = frozenset(
+    {("enum", "Enum"), ("enum", "IntEnum"), ("enum", "Flag"), ("enum", "IntFlag"), ("enum", "StrEnum"), ("typing", "NamedTuple")}
+)
+
+#: Node types that are constant when all their parts are.
+_CONSTANT_STRUCTURE = frozenset(
+    {
+        "string", "concatenated_string", "interpolation", "format_specifier", "format_expression", "tuple",
+        "parenthesized_expression", "expression_list", "unary_operator", "binary_operator", "boolean_operator",
+        "not_operator", "comparison_operator", "conditional_expression", "subscript", "slice", "argument_list",
+        "for_in_clause", "if_clause",
+    }
+)  # fmt: skip
+_CONTAINER_DISPLAYS = frozenset({"list", "dictionary", "set", "list_comprehension", "set_comprehension", "dictionary_comprehension"})
+_COMPREHENSIONS = frozenset({"list_comprehension", "set_comprehension", "dictionary_comprehension", "generator_expression"})
+_PATTERNS = frozenset(
+    {
+        "pattern_list",
+        "tuple_pattern",
+        "list_pattern",
+        "tuple",
+        "list",
+        "expression_list",
+        "parenthesized_expression",
+        "list_splat_pattern",
+        "list_splat",
+    }
+)
+_IMPORTS = frozenset({"import_statement", "import_from_statement", "future_import_statement"})
+_EXTRAS = frozenset({"comment", "line_continuation"})
+_CODING = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+_WORD = re.compile(r"[^\W\d]\w*")
+_FORMAT_FIELD = re.compile(r"\{([^{}]*)\}")
+_LANGUAGE = Language(tree_sitter_python.language())
+
+
+# ---------------------------------------------------------------------------- small helpers
+
+
+def _norm(text: str) -> str:
+    """An identifier as CPython sees it: NFKC-normalized, so ``ｅｖａｌ`` is ``eval``."""
+    return unicodedata.normalize("NFKC", text)
+
+
+def _is_dunder(name: str) -> bool:
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
+def _text(node: Node) -> str:
+    return (node.text or b"").decode("utf-8", errors="replace")
+
+
+def _named(node: Node) -> list[Node]:
+    """Named children without comments and line continuations."""
+    return [c for c in node.named_children if c.type not in _EXTRAS]
+
+
+def _unparen(node: Node) -> Node:
+    while node.type == "parenthesized_expression" and len(_named(node)) == 1:
+        node = _named(node)[0]
+    return node
+
+
+def _is_field(parent: Node | None, name: str, child: Node) -> bool:
+    if parent is None:
+        return False
+    found = parent.child_by_field_name(name)
+    return found is not None and found.id == child.id
+
+
+def _outer(node: Node) -> tuple[Node, Node]:
+    """``(node, parent)`` after climbing out of the parentheses around ``node``."""
+    parent = node.parent
+    assert parent is not None
+    while parent.type == "parenthesized_expression" and parent.parent is not None:
+        node, parent = parent, parent.parent
+    return node, parent
+
+
+def _chain_root(node: Node) -> Node:
+    """The object at the bottom of ``a.b[c].d``: ``a``."""
+    node = _unparen(node)
+    while node.type in ("attribute", "subscript"):
+        node = _unparen(node.child_by_field_name("object" if node.type == "attribute" else "value"))
+    return node
+
+
+def _flatten_targets(node: Node) -> Iterator[Node]:
+    """The single targets in an assignment's left side (``a, (b.c, *d)`` → ``a``, ``b.c``, ``d``)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.type in _PATTERNS:
+            stack.extend(reversed(_named(n)))
+        else:
+            yield n
+
+
+def _literal_str(node: Node) -> str | None:
+    """The value of a plain string literal (escapes decoded), or None for anything else."""
+    node = _unparen(node)
+    if node.type not in ("string", "concatenated_string"):
+        return None
+    try:
+        value = ast.literal_eval("(" + _text(node) + "\n)")
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _positional_args(call: Node) -> tuple[list[Node], bool]:
+    """A call's positional arguments, and whether it has keywords or splats."""
+    args = call.child_by_field_name("arguments")
+    if args is None or args.type != "argument_list":
+        return [], True
+    positional = [a for a in _named(args) if a.type not in ("keyword_argument", "list_splat", "dictionary_splat")]
+    return positional, len(positional) != len(_named(args))
+
+
+@functools.lru_cache(maxsize=4096)
+def _submodule(module: str, attr: str) -> str | None:
+    """The real name of the module ``module.attr`` is, if it is one (imported or importable).
+
+    Only :data:`_INTROSPECTABLE` modules are imported here — trusted standard modules and
+    NumPy, which the parent process has loaded anyway. ``find_spec`` locates a lazily
+    loaded submodule (``numpy.testing``) without running it.
+    """
+    mod = importlib.import_module(module)
+    value = vars(mod).get(attr)
+    if isinstance(value, types.ModuleType):
+        return value.__name__
+    if hasattr(mod, "__path__"):
+        try:
+            spec = importlib.util.find_spec(f"{module}.{attr}")
+        except (ImportError, ValueError):
+            return None
+        return spec.name if spec is not None else None
+    return None
+
+
+def _module_verdict(dotted: str) -> tuple[str, str] | None:
+    """``None`` when ``dotted`` may be imported, else ``(rule, why)``."""
+    if dotted in ALLOWED_MODULES:
+        return None
+    parts = dotted.split(".")
+    forbidden = parts[0] in FORBIDDEN_MODULES or any(".".join(parts[: i + 1]) in FORBIDDEN_SUBMODULES for i in range(len(parts)))
+    if forbidden or any(p.startswith("_") and not _is_dunder(p) for p in parts):
+        return "forbidden-import", f"`{dotted}` reaches the interpreter, the file system or the harness"
+    return "unknown-import", f"`{dotted}` is not on the kernel import allowlist"
+
+
+_ALLOWLIST_TEXT = (
+    "import only nki / nki.language / nki.isa / nki.typing (or neuronxcc.nki.*), "
+    "numpy, math, functools, itertools, typing, dataclasses, enum"
+)
+
+
+# ---------------------------------------------------------------------------- scopes
+
+
+@dataclass(eq=False)
+class _Binding:
+    """One place a name is bound. ``kind``: module, prefix, member, def, class, param, value, loop, target."""
+
+    kind: str
+    node: Node
+    module: str = ""  # module/prefix: the module; member: the module it was imported from
+    member: str = ""  # member: the imported name
+    value: Node | None = None  # value/loop: the expression assigned or iterated
+
+
+@dataclass(eq=False)
+class _Scope:
+    kind: str  # "module" | "class" | "function" | "comprehension"
+    node: Node
+    parent: _Scope | None
+    names: dict[str, list[_Binding]] = field(default_factory=dict)
+    containers: set[str] = field(default_factory=set)  # names bound to a mutable container here
+
+    def bind(self, name: str, binding: _Binding) -> None:
+        self.names.setdefault(name, []).append(binding)
+
+    @property
+    def home(self) -> _Scope:
+        """The function (or module/class body) this scope's code runs in; comprehensions are inlined."""
+        scope = self
+        while scope.kind == "comprehension" and scope.parent is not None:
+            scope = scope.parent
+        return scope
+
+
+def _params(params: Node, outer: _Scope, scope_of: dict[int, _Scope]) -> None:
+    """Parameter names live in the function; defaults and annotations are evaluated outside it."""
+    for p in params.children:
+        if p.type in ("default_parameter", "typed_default_parameter", "typed_parameter"):
+            for i, c in enumerate(p.children):
+                if p.field_name_for_child(i) in ("value", "type"):
+                    scope_of[c.id] = outer
+
+
+def _scopes(root: Node) -> tuple[list[tuple[Node, _Scope]], _Scope]:
+    """Every node in document order with the scope its code is evaluated in."""
+    module = _Scope("module", root, None)
+    scope_of: dict[int, _Scope] = {}
+    order: list[tuple[Node, _Scope]] = []
+    stack: list[tuple[Node, _Scope]] = [(root, module)]
+    while stack:
+        node, scope = stack.pop()
+        scope = scope_of.get(node.id, scope)
+        order.append((node, scope))
+        push: list[tuple[Node, _Scope]] = []
+        t = node.type
+        if t in ("function_definition", "lambda"):
+            inner = _Scope("function", node, scope)
+            for i, c in enumerate(node.children):
+                f = node.field_name_for_child(i)
+                if f == "parameters":
+                    _params(c, scope, scope_of)
+                push.append((c, inner if f in ("body", "type_parameters", "parameters") else scope))
+        elif t == "class_definition":
+            inner = _Scope("class", node, scope)
+            for i, c in enumerate(node.children):
+                push.append((c, inner if node.field_name_for_child(i) == "body" else scope))
+        elif t in _COMPREHENSIONS:
+            inner = _Scope("comprehension", node, scope)
+            first = next((c for c in node.named_children if c.type == "for_in_clause"), None)
+            for c in node.children:
+                push.append((c, inner))
+                if first is not None and c.id == first.id:
+                    right = c.child_by_field_name("right")
+                    if right is not None:
+                        scope_of[right.id] = scope  # the first iterable is evaluated outside
+        else:
+            push = [(c, scope) for c in node.children]
+        stack.extend(reversed(push))
+    return order, module
+
+
+def _collect_bindings(order: list[tuple[Node, _Scope]]) -> None:
+    """Record every name binding in its scope (Python's rule: bound anywhere in a body = local there)."""
+    scope_at = {node.id: scope for node, scope in order}
+
+    def bind_targets(target: Node, kind: str, value: Node | None = None) -> None:
+        for t in _flatten_targets(target):
+            if t.type == "identifier":
+                scope_at[t.id].bind(_norm(_text(t)), _Binding(kind, t, value=value))
+
+    for node, scope in order:
+        t = node.type
+        if t in ("function_definition", "class_definition"):
+            name = node.child_by_field_name("name")
+            if name is not None:
+                scope.bind(_norm(_text(name)), _Binding("def" if t == "function_definition" else "class", name))
+        elif t in ("parameters", "lambda_parameters"):
+            for p in _named(node):
+                ident = p.child_by_field_name("name") if p.type in ("default_parameter", "typed_default_parameter") else p
+                for leaf in [ident] if ident is not None and ident.type == "identifier" else _named(ident or p):
+                    if leaf.type == "identifier":
+                        scope_at[leaf.id].bind(_norm(_text(leaf)), _Binding("param", leaf))
+                    elif leaf.type in ("list_splat_pattern", "dictionary_splat_pattern"):
+                        for inner in _named(leaf):
+                            scope_at[inner.id].bind(_norm(_text(inner)), _Binding("param", inner))
+        elif t == "assignment":
+            left, value = node.child_by_field_name("left"), node.child_by_field_name("right")
+            while value is not None and value.type == "assignment":
+                value = value.child_by_field_name("right")
+            if left is None:
+                continue
+            elems_l, elems_r = _named(left), _named(value) if value is not None else []
+            if (
+                left.type in ("pattern_list", "tuple_pattern")
+                and value is not None
+                and value.type in ("expression_list", "tuple")
+                and len(elems_l) == len(elems_r)
+            ):
+                for tl, tr in zip(elems_l, elems_r):
+                    bind_targets(tl, "value", tr)
+            else:
+                bind_targets(left, "value" if value is not None else "target", value)
+        elif t == "augmented_assignment":
+            left = node.child_by_field_name("left")
+            if left is not None:
+                bind_targets(left, "target")
+        elif t in ("delete_statement", "as_pattern_target"):
+            for target in _named(node):
+                bind_targets(target, "target")
+        elif t in ("for_statement", "for_in_clause"):
+            left = node.child_by_field_name("left")
+            if left is not None:
+                bind_targets(left, "loop", node.child_by_field_name("right"))
+        elif t == "as_pattern" and node.parent is not None and node.parent.type == "case_pattern":
+            alias = node.child_by_field_name("alias")
+            if alias is not None:
+                bind_targets(alias, "target")
+        elif t in ("dotted_name", "splat_pattern") and node.parent is not None and node.parent.type in ("case_pattern", "splat_pattern"):
+            parts = _named(node)
+            if len(parts) == 1 and parts[0].type == "identifier":
+                scope.bind(_norm(_text(parts[0])), _Binding("target", parts[0]))
+        elif t == "named_expression":
+            name = node.child_by_field_name("name")
+            if name is not None:
+                scope.home.bind(_norm(_text(name)), _Binding("value", name, value=node.child_by_field_name("value")))
+        elif t == "import_statement":
+            for item in node.children_by_field_name("name"):
+                dotted, alias = (
+                    (item.child_by_field_name("name"), item.child_by_field_name("alias")) if item.type == "aliased_import" else (item, None)
+                )
+                full = _norm(_text(dotted))
+                if alias is not None:
+                    scope.bind(_norm(_text(alias)), _Binding("module", alias, module=full))
+                else:
+                    top = full.split(".")[0]
+                    scope.bind(top, _Binding("module" if top in ALLOWED_MODULES else "prefix", dotted, module=top))
+        elif t == "import_from_statement":
+            mod = node.child_by_field_name("module_name")
+            base = _norm(_text(mod)) if mod is not None and mod.type == "dotted_name" else ""
+            for item in node.children_by_field_name("name"):
+                dotted, alias = (
+                    (item.child_by_field_name("name"), item.child_by_field_name("alias")) if item.type == "aliased_import" else (item, None)
+                )
+                name = _norm(_text(dotted))
+                full = f"{base}.{name}"
+                where = alias if alias is not None else dotted
+                if full in ALLOWED_MODULES:
+                    scope.bind(_norm(_text(where)), _Binding("module", where, module=full))
+                else:
+                    scope.bind(_norm(_text(where)), _Binding("member", where, module=base, member=name))
+        elif t == "type_alias_statement":
+            left = node.child_by_field_name("left")
+            if left is not None:
+                for ident in (n for n in _named(left) if n.type == "identifier"):
+                    scope.bind(_norm(_text(ident)), _Binding("def", ident))
+
+
+# ---------------------------------------------------------------------------- the checker
+
+
+class _Checker:
+    """One kernel's analysis: scopes, value classes, then every rule over every node."""
+
+    def __init__(self, source: bytes, root: Node, filename: str) -> None:
+        self.lines = source.split(b"\n")
+        self.filename = filename
+        self.violations: list[Violation] = []
+        self.order, self.module = _scopes(root)
+        _collect_bindings(self.order)
+        self.scope_at = {node.id: scope for node, scope in self.order}
+        self._mark_containers()
+        self.module_class = self._classify_module_names()
+
+    # -- reporting
+
+    def report(self, rule: str, node: Node, message: str) -> None:
+        row, col_bytes = node.start_point
+        line = self.lines[row] if row < len(self.lines) else b""
+        col = len(line[:col_bytes].decode("utf-8", errors="replace")) + 1
+        self.violations.append(Violation(rule, message, row + 1, col))
+
+    def at(self, node: Node) -> str:
+        return f"{self.filename}:{node.start_point[0] + 1}"
+
+    # -- name resolution
+
+    def lookup(self, name: str, scope: _Scope) -> tuple[_Scope | None, list[_Binding]]:
+        """Python's rule: the innermost function scope binding ``name``; class bodies only see their own names."""
+        s: _Scope | None = scope
+        while s is not None:
+            if (s.kind != "class" or s is scope) and name in s.names:
+                return s, s.names[name]
+            s = s.parent
+        return None, []
+
+    def where(self, name: str, scope: _Scope) -> str:
+        """``local`` (this function's), ``enclosing`` (a closure's), ``global`` (module or class) or ``builtin``."""
+        s, _ = self.lookup(name, scope)
+        if s is None:
+            return "builtin"
+        if s.kind in ("module", "class"):
+            return "global"
+        return "local" if s.home is scope.home else "enclosing"
+
+    def module_binding(self, ident: Node) -> _Binding | None:
+        """The import binding ``ident`` refers to, if it names a module."""
+        _, bindings = self.lookup(_norm(_text(ident)), self.scope_at[ident.id])
+        return next((b for b in bindings if b.kind in ("module", "prefix")), None)
+
+    def member_binding(self, ident: Node) -> _Binding | None:
+        _, bindings = self.lookup(_norm(_text(ident)), self.scope_at[ident.id])
+        return next((b for b in bindings if b.kind == "member"), None)
+
+    def module_path(self, expr: Node) -> str | None:
+        """The module ``expr`` evaluates to (``nl``, ``neuronxcc.nki.language``), or None if it is not one."""
+        attrs: list[str] = []
+        expr = _unparen(expr)
+        while expr.type == "attribute":
+            attrs.append(_norm(_text(expr.child_by_field_name("attribute"))))
+            expr = _unparen(expr.child_by_field_name("object"))
+        if expr.type != "identifier":
+            return None
+        binding = self.module_binding(expr)
+        if binding is None:
+            return None
+        path = binding.module
+        for attr in reversed(attrs):
+            full = f"{path}.{attr}"
+            if full not in ALLOWED_MODULES and full not in _PREFIXES:
+                return None
+            path = full
+        return path
+
+    def in_function(self, scope: _Scope) -> bool:
+        return scope.home.kind == "function"
+
+    # -- value classes: "const", "container" (mutable container) or "other" (opaque, maybe stateful)
+
+    def is_container(self, expr: Node) -> bool:
+        stack = [expr]
+        while stack:
+            n = _unparen(stack.pop())
+            if n.type in _CONTAINER_DISPLAYS:
+                return True
+            if n.type in ("conditional_expression", "boolean_operator"):
+                stack.extend(_named(n))
+            elif n.type == "call":
+                fn = _unparen(n.child_by_field_name("function"))
+                if (
+                    fn.type == "identifier"
+                    and _norm(_text(fn)) in _MUTABLE_BUILTINS
+                    and self.where(_norm(_text(fn)), self.scope_at[fn.id]) == "builtin"
+                ):
+                    return True
+                if (
+                    fn.type == "attribute"
+                    and self.module_path(fn.child_by_field_name("object")) == "numpy"
+                    and _norm(_text(fn.child_by_field_name("attribute"))) in _NUMPY_ARRAY_CONSTRUCTORS
+                ):
+                    return True
+        return False
+
+    def value_class(self, expr: Node, deps: list[str] | None = None) -> str:
+        """Whether ``expr`` is built only from constants (numbers, strings, tuples, dtypes, NKI/math calls).
+
+        Module-level names it uses are appended to ``deps`` when given (the caller propagates
+        their classes); otherwise their computed class counts.
+        """
+        if self.is_container(expr):
+            return "container"
+        stack: list[tuple[Node, bool]] = [(expr, False)]
+        while stack:
+            n, scalar_only = stack.pop()
+            t = n.type
+            if not n.is_named or t in _EXTRAS or t in ("integer", "float", "true", "false", "none", "ellipsis", "lambda"):
+                continue
+            if t in ("string_start", "string_content", "string_end", "escape_sequence", "type_conversion", "escape_interpolation"):
+                continue
+            if t == "tuple" and scalar_only:
+                return "other"
+            if t in _CONSTANT_STRUCTURE:
+                stack.extend((c, scalar_only) for c in n.children)
+            elif t == "keyword_argument":
+                value = n.child_by_field_name("value")
+                if value is not None:
+                    stack.append((value, scalar_only))
+            elif t == "attribute":
+                stack.append((n.child_by_field_name("object"), scalar_only))
+            elif t == "call":
+                fn = _unparen(n.child_by_field_name("function"))
+                args = n.child_by_field_name("arguments")
+                numpy_call = False
+                if fn.type == "identifier":
+                    name = _norm(_text(fn))
+                    if name not in _CONSTANT_BUILTINS or self.where(name, self.scope_at[fn.id]) != "builtin":
+                        return "other"
+                elif fn.type == "attribute":
+                    mod = self.module_path(fn.child_by_field_name("object"))
+                    attr = _norm(_text(fn.child_by_field_name("attribute")))
+                    if mod == "numpy" and attr not in _NUMPY_ARRAY_CONSTRUCTORS:
+                        numpy_call = True
+                    elif mod is None or not (mod in NKI_MODULES or mod == "math"):
+                        return "other"
+                else:
+                    return "other"
+                if args is not None and args.type == "generator_expression":
+                    stack.extend((c, True) for c in args.children)  # `tuple(x for x in …)`: consumed at once
+                elif args is not None:
+                    stack.append((args, scalar_only or numpy_call))
+            elif t == "identifier":
+                cls = self.name_class(n, deps)
+                if cls != "const":
+                    return "other"
+            else:
+                return "other"
+        return "const"
+
+    def name_class(self, ident: Node, deps: list[str] | None) -> str:
+        name = _norm(_text(ident))
+        s, bindings = self.lookup(name, self.scope_at[ident.id])
+        if s is None or any(b.kind in ("module", "prefix", "def", "class") for b in bindings):
+            return "const"
+        if s.kind == "module":
+            if deps is not None:
+                deps.append(name)
+                return "const"
+            return self.module_class.get(name, "const")
+        return "other" if name in s.containers else "const"
+
+    def _mark_containers(self) -> None:
+        """Names each scope binds to a mutable container (what a default value may not alias)."""
+        for scope in {id(s): s for _, s in self.order}.values():
+            for name, bindings in scope.names.items():
+                if any(b.kind == "value" and b.value is not None and self.is_container(b.value) for b in bindings):
+                    scope.containers.add(name)
+
+    def _classify_module_names(self) -> dict[str, str]:
+        """Module-level names → const/container/other; a name built from a non-constant one is not constant."""
+        base: dict[str, str] = {}
+        users: dict[str, set[str]] = {}
+        for name, bindings in self.module.names.items():
+            cls = "const"
+            for b in bindings:
+                if b.kind in ("module", "prefix", "def", "class", "member", "param"):
+                    continue
+                if b.value is None:
+                    continue  # `del X`, `X += …`, `X: int`: the kind of object stays what the other bindings made it
+                deps: list[str] = []
+                c = self.value_class(b.value, deps)
+                if b.kind == "loop" and c == "container":
+                    c = "other"  # the loop variable is an element of the container, not the container
+                for d in deps:
+                    users.setdefault(d, set()).add(name)
+                if c == "container" or (c == "other" and cls == "const"):
+                    cls = c
+            base[name] = cls
+        work = [n for n, c in base.items() if c != "const"]
+        while work:
+            for user in users.get(work.pop(), ()):
+                if base.get(user) == "const":
+                    base[user] = "other"
+                    work.append(user)
+        return base
+
+    # -- the rules
+
+    def run(self) -> list[Violation]:
+        handlers = {
+            "identifier": self.check_identifier,
+            "attribute": self.check_attribute,
+            "call": self.check_call,
+            "import_statement": self.check_import,
+            "import_from_statement": self.check_import,
+            "try_statement": self.check_try,
+            "with_statement": self.check_with,
+            "global_statement": self.check_global,
+            "nonlocal_statement": self.check_global,
+            "assignment": self.check_assignment,
+            "augmented_assignment": self.check_assignment,
+            "delete_statement": self.check_assignment,
+            "for_statement": self.check_assignment,
+            "for_in_clause": self.check_assignment,
+            "as_pattern_target": self.check_assignment,
+            "class_definition": self.check_class,
+            "default_parameter": self.check_default,
+            "typed_default_parameter": self.check_default,
+            "keyword_pattern": self.check_keyword_pattern,
+        }
+        for node, scope in self.order:
+            handler = handlers.get(node.type)
+            if handler is not None:
+                handler(node, scope)
+        return self.violations
+
+    # identifiers
+
+    def check_identifier(self, node: Node, scope: _Scope) -> None:
+        parent = node.parent
+        assert parent is not None
+        pt = parent.type
+        if (pt == "attribute" and _is_field(parent, "attribute", node)) or (pt == "keyword_argument" and _is_field(parent, "name", node)):
+            return  # an attribute name or a keyword: not a reference
+        if pt in ("global_statement", "nonlocal_statement", "keyword_pattern"):
+            return  # reported by their own rules
+        if pt == "dotted_name":
+            holder = parent.parent
+            if holder is not None and (holder.type in _IMPORTS or holder.type in ("aliased_import", "relative_import")):
+                return  # module paths in imports: the import rule
+            if node.id != parent.named_children[0].id:
+                self.check_attribute_name(node, _norm(_text(node)))  # `case a.b.c:` looks attributes up
+                return
+        name = _norm(_text(node))
+        if _is_dunder(name):
+            self.check_dunder_name(node, name, parent)
+            return
+        where = self.where(name, scope)
+        if name in FORBIDDEN_BUILTINS and where in ("global", "builtin"):
+            self.report("forbidden-call", node, f"`{name}` is not allowed in a kernel: {FORBIDDEN_BUILTINS[name]}")
+            return
+        is_callee = pt == "call" and _is_field(parent, "function", node)
+        if where == "builtin" and name in _ATTRIBUTE_FUNCTIONS and not is_callee:
+            self.report(
+                "forbidden-call", node, f"`{name}` may only be called directly with a string literal name; write `obj.name` instead"
+            )
+            return
+        if where == "builtin" and name == "type" and not is_callee:
+            self.report("forbidden-call", node, "`type` may only be called as `type(x)`; compare dtypes and shapes instead of classes")
+            return
+        if pt == "aliased_import":
+            return
+        if self.module_binding(node) is not None:
+            if not (pt == "attribute" and _is_field(parent, "object", node)) and not self.is_attribute_function_target(node):
+                self.report(
+                    "forbidden-import", node, f"module `{name}` may only be used as `{name}.member`; do not bind, pass or replace a module"
+                )
+            return
+        member = self.member_binding(node)
+        if member is not None and member.module == "numpy" and member.member in HOST_COMPUTE_NUMPY and self.in_function(scope):
+            self.report(
+                "host-compute", node, f"`numpy.{member.member}` inside a kernel computes on the host; use NKI loads, ops and stores"
+            )
+            return
+        if self.in_function(scope) and where == "global":
+            self.check_state_use(node, name, scope)
+
+    def is_attribute_function_target(self, node: Node) -> bool:
+        """``node`` is the object argument of ``getattr``/``setattr``/…, which :meth:`check_attribute_function` judges."""
+        parent = node.parent
+        call = parent.parent if parent is not None and parent.type == "argument_list" else None
+        if call is None or call.type != "call":
+            return False
+        fn = _unparen(call.child_by_field_name("function"))
+        positional, _ = _positional_args(call)
+        return (
+            fn.type == "identifier"
+            and _norm(_text(fn)) in _ATTRIBUTE_FUNCTIONS
+            and self.where(_norm(_text(fn)), self.scope_at[fn.id]) == "builtin"
+            and bool(positional)
+            and positional[0].id == node.id
+        )
+
+    def check_dunder_name(self, node: Node, name: str, parent: Node) -> None:
+        if name == "__name__" and self.is_main_guard(parent):
+            return
+        if (
+            name == "__all__"
+            and parent.type == "assignment"
+            and _is_field(parent, "left", node)
+            and self.scope_at[node.id].kind == "module"
+        ):
+            return
+        if parent.type == "function_definition" and _is_field(parent, "name", node):
+            holder = parent.parent
+            if holder is not None and holder.type == "decorated_definition":
+                holder = holder.parent
+            in_class = (
+                holder is not None and holder.type == "block" and holder.parent is not None and holder.parent.type == "class_definition"
+            )
+            if in_class and name in _ALLOWED_DUNDER_METHODS:
+                return
+            self.report(
+                "dunder-attribute",
+                node,
+                f"defining `{name}` changes how the harness's own operations (comparison, conversion, pickling, cleanup) "
+                "treat the kernel's objects; a kernel returns NKI tensors, so only `__init__`/`__post_init__` are allowed",
+            )
+            return
+        if name in INTROSPECTION_ATTRIBUTES and name != "__builtins__":
+            self.report(
+                "introspection", node, f"`{name}` reaches frames, code or the class graph; kernels use only their arguments and NKI"
+            )
+            return
+        if name == "__import__":
+            self.report("forbidden-call", node, f"`__import__` bypasses the import allowlist; {_ALLOWLIST_TEXT}")
+            return
+        self.report(
+            "forbidden-call",
+            node,
+            f"the interpreter name `{name}` is not available to kernels (the one exception is a module-level "
+            '`if __name__ == "__main__":`); use the kernel\'s arguments and NKI',
+        )
+
+    def is_main_guard(self, comparison: Node) -> bool:
+        """``if __name__ == "__main__":`` at module level, exactly."""
+        if comparison.type != "comparison_operator":
+            return False
+        cond_holder = comparison.parent
+        if cond_holder is None or cond_holder.type != "if_statement" or not _is_field(cond_holder, "condition", comparison):
+            return False
+        if cond_holder.parent is None or cond_holder.parent.type != "module":
+            return False
+        operands = _named(comparison)
+        ops = [c.type for c in comparison.children if not c.is_named]
+        return len(operands) == 2 and ops == ["=="] and _literal_str(operands[1]) == "__main__"
+
+    def check_state_use(self, node: Node, name: str, scope: _Scope) -> None:
+        """A module-level container or object, read inside a function: only plain reads are allowed."""
+        cls = self.module_class.get(name, "const")
+        if cls == "const":
+            return
+        child, parent = _outer(node)
+        pt = parent.type
+        ok = False
+        if pt == "attribute" and _is_field(parent, "object", child):
+            grand = parent.parent
+            if grand is not None and grand.type == "call" and _is_field(grand, "function", parent):
+                ok = _norm(_text(parent.child_by_field_name("attribute"))) in _READONLY_METHODS
+            else:
+                ok = True
+        elif (pt == "subscript" and _is_field(parent, "value", child)) or pt in _READING_PARENTS:
+            ok = True
+        elif pt in ("for_statement", "for_in_clause") and _is_field(parent, "right", child):
+            ok = cls == "container"
+        elif pt in ("argument_list", "keyword_argument"):
+            args = parent if pt == "argument_list" else parent.parent
+            call = args.parent if args is not None else None
+            if call is not None and call.type == "call":
+                fn = _unparen(call.child_by_field_name("function"))
+                if fn.type == "attribute":
+                    ok = (self.module_path(fn.child_by_field_name("object")) or "") in NKI_MODULES
+                elif fn.type == "identifier" and self.where(_norm(_text(fn)), self.scope_at[fn.id]) == "builtin":
+                    fname = _norm(_text(fn))
+                    ok = fname in _READONLY_BUILTINS or (fname in _ITERATING_BUILTINS and cls == "container")
+        if not ok:
+            kind = "container" if cls == "container" else "object"
+            defined = self.module.names[name][0].node
+            self.report(
+                "global-state",
+                node,
+                f"module-level {kind} `{name}` (defined at {self.at(defined)}) is used here in a way that could keep or change it "
+                "between calls; inside functions only read it (`X[i]`, `X.attr`, `for a in X`, arithmetic), or make it a tuple/constant",
+            )
+
+    # attributes
+
+    def check_attribute(self, node: Node, scope: _Scope) -> None:
+        attr_node = node.child_by_field_name("attribute")
+        obj = node.child_by_field_name("object")
+        if attr_node is None or obj is None:
+            return
+        attr = _norm(_text(attr_node))
+        if not self.check_attribute_name(attr_node, attr):
+            return
+        module = self.module_path(obj)
+        if module is not None:
+            self.check_member(attr_node, module, attr)
+        if attr in ("format", "format_map"):
+            self.check_format(attr_node, obj)
+        if attr in FORBIDDEN_ATTRIBUTES:
+            self.report("forbidden-call", attr_node, f"`.{attr}` is not allowed: {FORBIDDEN_ATTRIBUTES[attr]}")
+        if self.in_function(scope):
+            if attr in HOST_COMPUTE_METHODS:
+                self.report("host-compute", attr_node, f"`.{attr}()` pulls values to the host; keep the data in tiles and use NKI ops")
+            elif module == "numpy" and attr in HOST_COMPUTE_NUMPY:
+                self.report("host-compute", attr_node, f"`np.{attr}` inside a kernel computes on the host; use NKI loads, ops and stores")
+
+    def check_attribute_name(self, node: Node, attr: str) -> bool:
+        """Introspection, dunder and private attribute names; False when one was reported."""
+        if attr in INTROSPECTION_ATTRIBUTES:
+            self.report(
+                "introspection", node, f"`.{attr}` reaches frames, code or the class graph; kernels use only their arguments and NKI"
+            )
+        elif _is_dunder(attr):
+            self.report(
+                "dunder-attribute",
+                node,
+                f"`.{attr}` is interpreter machinery; use the object's public API (for tensors: .shape, .dtype, indexing)",
+            )
+        elif attr.startswith("_"):
+            self.report(
+                "private-attribute", node, f"`.{attr}` is private; use the public NKI API (tensors expose .shape, .dtype and indexing)"
+            )
+        else:
+            return True
+        return False
+
+    def check_member(self, node: Node, module: str, attr: str) -> None:
+        """``module.attr`` reached by attribute, ``getattr`` or ``from module import attr``."""
+        full = f"{module}.{attr}"
+        if full in ALLOWED_MODULES or full in _PREFIXES:
+            return
+        if module in _PREFIXES:
+            self.report("unknown-import", node, f"`{full}` is not on the kernel import allowlist; {_ALLOWLIST_TEXT}")
+            return
+        rule = _MEMBER_RULES.get((module, attr))
+        if rule is not None:
+            self.report(rule[0], node, f"`{full}` is not allowed: {rule[1]}")
+            return
+        if module in _INTROSPECTABLE:
+            real = _submodule(module, attr)
+            if real is not None:
+                verdicts = {(_module_verdict(n) or ("unknown-import", ""))[0] for n in (full, real)}
+                rule = "forbidden-import" if "forbidden-import" in verdicts else "unknown-import"
+                what = f"`{full}` is a module" if real == full else f"`{full}` is the module `{real}`"
+                self.report(rule, node, f"{what}, which kernels may not use; {_ALLOWLIST_TEXT}")
+
+    def check_format(self, node: Node, receiver: Node) -> None:
+        """``str.format`` fields can read attributes (``"{0.__class__}"``): only literal templates, no ``._`` fields."""
+        template = _literal_str(receiver)
+        if template is None:
+            self.report(
+                "forbidden-call", node, "`.format` with a template that is not a string literal can read any attribute; use an f-string"
+            )
+            return
+        for fld in _FORMAT_FIELD.findall(template):
+            name = re.split(r"[!:]", fld, maxsplit=1)[0]
+            if re.search(r"\.\s*__", name):
+                self.report("dunder-attribute", node, "a format field reads a dunder attribute; use an f-string with public names")
+            elif re.search(r"\.\s*_", name):
+                self.report("private-attribute", node, "a format field reads a private attribute; use an f-string with public names")
+
+    def check_keyword_pattern(self, node: Node, scope: _Scope) -> None:
+        """``case C(attr=...)`` reads ``attr`` from the subject."""
+        names = [c for c in node.named_children if c.type == "identifier"]
+        if names:
+            self.check_attribute_name(names[0], _norm(_text(names[0])))
+
+    # calls
+
+    def check_call(self, node: Node, scope: _Scope) -> None:
+        fn = _unparen(node.child_by_field_name("function"))
+        if fn.type == "identifier":
+            name = _norm(_text(fn))
+            if self.where(name, self.scope_at[fn.id]) != "builtin":
+                return
+            if name in _ATTRIBUTE_FUNCTIONS:
+                self.check_attribute_function(node, fn, name, scope)
+            elif name == "type":
+                positional, extra = _positional_args(node)
+                if len(positional) != 1 or extra:
+                    self.report("forbidden-call", fn, "`type(name, bases, dict)` creates classes at run time; define classes with `class`")
+        elif fn.type == "attribute" and self.in_function(scope):
+            method = _norm(_text(fn.child_by_field_name("attribute")))
+            if method in _MUTATING_METHODS:
+                root = _chain_root(fn.child_by_field_name("object"))
+                self.check_mutation_root(root, fn, f"`.{method}()`")
+
+    def check_attribute_function(self, call: Node, fn: Node, name: str, scope: _Scope) -> None:
+        positional, _ = _positional_args(call)
+        literal = _literal_str(positional[1]) if len(positional) >= 2 else None
+        if literal is None or _is_dunder(literal):
+            self.report(
+                "forbidden-call", fn, f"`{name}` needs a plain, non-dunder string literal as the attribute name; write `obj.name` instead"
+            )
+            return
+        if not self.check_attribute_name(positional[1], literal):
+            return
+        module = self.module_path(positional[0])
+        if module is not None:
+            self.check_member(positional[1], module, literal)
+        if name in ("setattr", "delattr"):
+            root = _chain_root(positional[0])
+            if self.is_module_root(root):
+                self.report_patch(fn, root)
+            elif self.in_function(scope):
+                self.check_mutation_root(root, fn, f"`{name}`")
+
+    def is_module_root(self, root: Node) -> bool:
+        return root.type == "identifier" and self.module_binding(root) is not None
+
+    def report_patch(self, node: Node, root: Node) -> None:
+        self.report(
+            "global-state",
+            node,
+            f"this changes the imported module `{_norm(_text(root))}`, which the harness shares (timers, comparisons, the NKI API); "
+            "never assign to a module's attributes",
+        )
+
+    def check_mutation_root(self, root: Node, node: Node, what: str) -> None:
+        """Inside a function, mutation must go through the function's own local names."""
+        if root.type == "identifier":
+            name = _norm(_text(root))
+            where = self.where(name, self.scope_at[root.id])
+            if where == "local" or self.module_binding(root) is not None:
+                return
+            if where == "enclosing":
+                self.report(
+                    "global-state",
+                    node,
+                    f"{what} changes `{name}` of an enclosing function; closure state outlives the call when the inner function "
+                    "is returned or used as a decorator: pass values in and return results instead",
+                )
+            else:
+                self.report(
+                    "global-state",
+                    node,
+                    f"{what} changes module-level `{name}` from inside a function, so state survives between calls; "
+                    "keep per-call data in local variables",
+                )
+        elif root.type == "call":
+            self.report("global-state", node, f"{what} changes the result of a call, which may be shared state; assign it to a local first")
+
+    # imports
+
+    def check_import(self, node: Node, scope: _Scope) -> None:
+        if node.type == "import_statement":
+            for item in node.children_by_field_name("name"):
+                dotted = item.child_by_field_name("name") if item.type == "aliased_import" else item
+                verdict = _module_verdict(_norm(_text(dotted)))
+                if verdict is not None:
+                    self.report(verdict[0], dotted, f"{verdict[1]}; {_ALLOWLIST_TEXT}")
+            return
+        mod = node.child_by_field_name("module_name")
+        if mod is None or mod.type != "dotted_name":
+            self.report("unknown-import", node, "relative imports reach other files; a kernel is one self-contained file")
+            return
+        base = _norm(_text(mod))
+        if any(c.type == "wildcard_import" for c in node.children):
+            self.report("forbidden-import", node, f"`from {base} import *` hides which names the kernel uses; import names explicitly")
+            return
+        names = node.children_by_field_name("name")
+        if base not in ALLOWED_MODULES and not all(f"{base}.{_norm(_text(self.import_name(n)))}" in ALLOWED_MODULES for n in names):
+            verdict = _module_verdict(base) or ("unknown-import", f"`{base}` is not on the kernel import allowlist")
+            self.report(verdict[0], mod, f"{verdict[1]}; {_ALLOWLIST_TEXT}")
+            return
+        for item in names:
+            dotted = self.import_name(item)
+            name = _norm(_text(dotted))
+            if f"{base}.{name}" in ALLOWED_MODULES:
+                continue
+            if self.check_attribute_name(dotted, name):
+                self.check_member(dotted, base, name)
+
+    @staticmethod
+    def import_name(item: Node) -> Node:
+        return item.child_by_field_name("name") if item.type == "aliased_import" else item  # type: ignore[return-value]
+
+    # exceptions and context managers
+
+    def check_try(self, node: Node, scope: _Scope) -> None:
+        for clause in node.named_children:
+            if clause.type in ("except_clause", "except_group_clause"):
+                body = next((c for c in reversed(clause.named_children) if c.type == "block"), None)
+                stmts = _named(body) if body is not None else []
+                if not stmts or stmts[-1].type != "raise_statement":
+                    self.report(
+                        "swallowed-exception",
+                        clause,
+                        "an `except` clause must end with `raise` (bare, or `raise X from e`); "
+                        "errors around kernel work may not be swallowed or replaced by a fallback",
+                    )
+                    continue
+                escape = self.escapes(clause, ("return_statement", "yield", "break_statement", "continue_statement"))
+                if escape is not None:
+                    self.report(
+                        "swallowed-exception",
+                        escape,
+                        f"`{escape.type.split('_')[0]}` inside an `except` clause skips the `raise`; let the error propagate",
+                    )
+            elif clause.type == "finally_clause":
+                escape = self.escapes(clause, ("return_statement", "break_statement", "continue_statement"))
+                if escape is not None:
+                    self.report(
+                        "swallowed-exception",
+                        escape,
+                        f"`{escape.type.split('_')[0]}` in `finally` discards the exception in flight; move it out of `finally`",
+                    )
+
+    @staticmethod
+    def escapes(clause: Node, kinds: tuple[str, ...]) -> Node | None:
+        """The first statement of ``kinds`` that leaves ``clause`` (not counting nested functions or inner loops)."""
+        stack = list(reversed(clause.named_children))
+        while stack:
+            n = stack.pop()
+            if n.type in ("function_definition", "lambda", "class_definition"):
+                continue
+            if n.type in kinds:
+                if n.type in ("break_statement", "continue_statement"):
+                    loop = n.parent
+                    while loop is not None and loop.id != clause.id and loop.type not in ("for_statement", "while_statement"):
+                        loop = loop.parent
+                    if loop is not None and loop.id != clause.id:
+                        continue  # leaves a loop inside the clause only
+                return n
+            stack.extend(reversed(n.named_children))
+        return None
+
+    def check_with(self, node: Node, scope: _Scope) -> None:
+        clause = next((c for c in node.named_children if c.type == "with_clause"), None)
+        items = [c for c in clause.named_children if c.type == "with_item"] if clause is not None else []
+        for item in items:
+            value = item.child_by_field_name("value")
+            if value is not None and value.type == "as_pattern":
+                value = _named(value)[0]
+            value = _unparen(value) if value is not None else None
+            ok = False
+            if value is not None and value.type == "call":
+                fn = _unparen(value.child_by_field_name("function"))
+                ok = fn.type == "attribute" and (self.module_path(fn.child_by_field_name("object")) or "") in NKI_MODULES
+            if not ok:
+                self.report(
+                    "swallowed-exception",
+                    item,
+                    "only NKI context managers (e.g. `with nl.no_reorder():`) are allowed; any other `__exit__` can swallow errors",
+                )
+
+    # state
+
+    def check_global(self, node: Node, scope: _Scope) -> None:
+        kw = node.type.split("_")[0]
+        self.report("global-state", node, f"`{kw}` lets a function keep state between calls; pass values in and return results instead")
+
+    def check_assignment(self, node: Node, scope: _Scope) -> None:
+        if node.type in ("delete_statement", "as_pattern_target"):
+            targets: Iterable[Node] = (t for c in _named(node) for t in _flatten_targets(c))
+        else:
+            left = node.child_by_field_name("left")
+            targets = _flatten_targets(left) if left is not None else ()
+        for target in targets:
+            if target.type not in ("attribute", "subscript"):
+                continue
+            root = _chain_root(target)
+            if self.is_module_root(root):
+                self.report_patch(target, root)
+            elif self.in_function(self.scope_at[target.id]):
+                self.check_mutation_root(root, target, "assigning or deleting here")
+
+    def check_default(self, node: Node, scope: _Scope) -> None:
+        value = node.child_by_field_name("value")
+        if value is None:
+            return
+        cls = self.value_class(value)
+        if cls != "const":
+            self.report(
+                "global-state",
+                value,
+                "a default value is created once and shared by every call; use a constant (number, string, tuple, dtype) "
+                "or `None` and build the object inside the function",
+            )
+
+    def check_class(self, node: Node, scope: _Scope) -> None:
+        bases = node.child_by_field_name("superclasses")
+        for base in _named(bases) if bases is not None else []:
+            if not self.allowed_base(base):
+                self.report(
+                    "class-base",
+                    base,
+                    "a kernel's classes may derive only from object, enums, NamedTuple, exceptions and the file's own classes, "
+                    "with no metaclass or class keywords; return NKI tensors, not custom array types",
+                )
+        body = node.child_by_field_name("body")
+        for stmt in _named(body) if body is not None else []:
+            expr = _named(stmt)[0] if stmt.type == "expression_statement" and _named(stmt) else None
+            if expr is not None and expr.type == "assignment":
+                value = expr.child_by_field_name("right")
+                if value is not None and self.is_container(value):
+                    self.report(
+                        "global-state",
+                        value,
+                        "a class attribute holding a container is shared by every instance and every call; "
+                        "use a tuple or build it in `__init__`",
+                    )
+
+    def allowed_base(self, base: Node) -> bool:
+        base = _unparen(base)
+        if base.type == "identifier":
+            name = _norm(_text(base))
+            s, bindings = self.lookup(name, self.scope_at[base.id])
+            if s is None:
+                return name in _ALLOWED_BASE_BUILTINS
+            member = next((b for b in bindings if b.kind == "member"), None)
+            if member is not None:
+                return (member.module, member.member) in _ALLOWED_BASE_MEMBERS
+            return any(b.kind == "class" for b in bindings)
+        if base.type == "attribute":
+            module = self.module_path(base.child_by_field_name("object"))
+            return (module or "", _norm(_text(base.child_by_field_name("attribute")))) in _ALLOWED_BASE_MEMBERS
+        return False
+
+
+# ---------------------------------------------------------------------------- text-level checks
+
+
+def _line_of(source: str, index: int) -> int:
+    return source.count("\n", 0, index) + 1
+
+
+def _check_text(source: str) -> list[Violation]:
+    """Text on which tree-sitter and CPython could read different programs."""
+    found: list[Violation] = []
+    nul = source.find("\x00")
+    if nul >= 0:
+        found.append(Violation("source-text", "the source contains a NUL byte; remove it", _line_of(source, nul), 1))
+    cr = re.search(r"\r(?!\n)", source)
+    if cr is not None:
+        found.append(
+            Violation(
+                "source-text",
+                "a carriage return that is not part of CRLF ends a line for Python but not for the gate; use \\n or \\r\\n line endings",
+                _line_of(source, cr.start()),
+                1,
+            )
+        )
+    for number, line in enumerate(source.split("\n")[:2], start=1):
+        m = _CODING.match(line)
+        if m is not None:
+            try:
+                ok = codecs.lookup(m.group(1)).name == "utf-8"
+            except LookupError:
+                ok = False
+            if not ok:
+                found.append(
+                    Violation("source-text", f"coding declaration `{m.group(1)}`: kernels are UTF-8; remove the declaration", number, 1)
+                )
+    try:
+        source.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        found.append(
+            Violation(
+                "source-text",
+                "the source contains characters that are not valid UTF-8 (lone surrogates); remove them",
+                _line_of(source, exc.start),
+                1,
+            )
+        )
+    return found
+
+
+def _walk(root: Node) -> Iterator[Node]:
+    """Every node in document order, without recursion (kernels can nest deeper than Python's stack)."""
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.children))
+
+
+def _first_error(root: Node) -> Node | None:
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n.is_error or n.is_missing:
+            return n
+        stack.extend(reversed([c for c in n.children if c.has_error or c.is_missing]))
+    return None
+
+
+def _tree_words(root: Node) -> list[tuple[int, str]]:
+    """Identifier and keyword tokens outside strings and comments, with their lines."""
+    words: list[tuple[int, str]] = []
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n.type in ("string", "comment", "integer", "float"):
+            continue
+        if n.child_count == 0:
+            text = _text(n)
+            row = n.start_point[0] + 1
+            for m in _WORD.finditer(text):
+                words.append((row + text.count("\n", 0, m.start()), m.group()))
+        else:
+            stack.extend(reversed(n.children))
+    return words
+
+
+def _cpython_words(source: str) -> tuple[list[tuple[int, str]], list[Violation]]:
+    """NAME tokens as CPython's tokenizer sees them (outside strings), and tokenizer errors."""
+    words: list[tuple[int, str]] = []
+    found: list[Violation] = []
+    starts = {getattr(tokenize, n) for n in ("FSTRING_START", "TSTRING_START") if hasattr(tokenize, n)}
+    ends = {getattr(tokenize, n) for n in ("FSTRING_END", "TSTRING_END") if hasattr(tokenize, n)}
+    depth = 0
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type in starts:
+                depth += 1
+            elif tok.type in ends:
+                depth -= 1
+            elif depth:
+                continue
+            elif tok.type == tokenize.NAME:
+                words.append((tok.start[0], tok.string))
+            elif tok.type == tokenize.INDENT and "\t" in tok.string:
+                found.append(Violation("source-text", "indent with spaces: tab widths are where parsers disagree", tok.start[0], 1))
+            elif tok.type == tokenize.ERRORTOKEN and not tok.string.isspace():
+                found.append(
+                    Violation("syntax-error", f"Python cannot tokenize `{tok.string}`; fix the syntax", tok.start[0], tok.start[1] + 1)
+                )
+                break
+    except (tokenize.TokenError, SyntaxError) as exc:
+        line = exc.args[1][0] if isinstance(exc, tokenize.TokenError) and len(exc.args) > 1 else getattr(exc, "lineno", None) or 1
+        found.append(Violation("syntax-error", f"Python cannot tokenize the source ({exc.args[0]}); fix the syntax", line, 1))
+    return words, found
+
+
+def _compare_words(tree: list[tuple[int, str]], cpython: list[tuple[int, str]]) -> Violation | None:
+    for i, (a, b) in enumerate(zip(tree, cpython)):
+        if a != b:
+            return Violation(
+                "parser-mismatch",
+                f"Python reads `{b[1]}` at line {b[0]} where the gate's parser reads `{a[1]}` at line {a[0]}; "
+                "rewrite this line with plain spaces and \\n line endings",
+                min(a[0], b[0]),
+                1,
+            )
+    if len(tree) != len(cpython):
+        extra = tree[len(cpython)] if len(tree) > len(cpython) else cpython[len(tree)]
+        return Violation(
+            "parser-mismatch",
+            f"the gate's parser and Python disagree about the code at `{extra[1]}`; rewrite this line plainly",
+            extra[0],
+            1,
+        )
+    return None
+
+
+def check_source(source: str, filename: str = "<kernel>") -> list[Violation]:
+    """Every rule violation in ``source``, ordered by position; an empty list means the kernel passes.
+
+    ``filename`` is used in messages that point to a second place in the file. The source
+    is parsed, never imported or run.
+    """
+    text_issues = _check_text(source)
+    if text_issues:
+        return text_issues
+    data = source.encode("utf-8")
+    tree = Parser(_LANGUAGE).parse(data)
+    root = tree.root_node
+    if root.has_error:
+        bad = _first_error(root) or root
+        snippet = (_text(bad).splitlines() or [""])[0][:40]
+        what = f"missing `{bad.type}`" if bad.is_missing else f"unexpected `{snippet}`"
+        row, col = bad.start_point
+        line = data.split(b"\n")[row] if row < data.count(b"\n") + 1 else b""
+        return [
+            Violation(
+                "syntax-error",
+                f"{filename} does not parse here ({what}); fix the syntax",
+                row + 1,
+                len(line[:col].decode("utf-8", "replace")) + 1,
+            )
+        ]
+    legacy = next((n for n in _walk(root) if n.type in ("print_statement", "exec_statement")), None)
+    if legacy is not None:
+        kw = legacy.type.split("_")[0]
+        return [
+            Violation("syntax-error", f"Python 2 `{kw}` statement; write `{kw}(...)`", legacy.start_point[0] + 1, legacy.start_point[1] + 1)
+        ]
+    cpython, token_issues = _cpython_words(source)
+    if token_issues:
+        return token_issues
+    mismatch = _compare_words(_tree_words(root), cpython)
+    if mismatch is not None:
+        return [mismatch]
+    violations = _Checker(data, root, filename).run()
+    unique = {(v.line, v.col, v.rule): v for v in reversed(violations)}
+    return sorted(unique.values(), key=lambda v: (v.line, v.col, v.rule))
