@@ -44,9 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--task", required=True, help="builtin task name (see `nkiagent tasks`) or path to a task file")
     ev.add_argument("--target", choices=["trn1", "trn2", "trn3"], help="Trainium generation (default: trn2)")
     ev.add_argument("--json", action="store_true", help="print the evaluation JSON")
+    ev.add_argument("--suite", choices=["builtin", "nkibench"], default="builtin", help="where --task is looked up")
+    ev.add_argument("--nkibench-dir", help="checkout of zhang677/AccelOpt (for --suite nkibench)")
+    ev.add_argument("--seeds", type=int, default=5, help="seeds of the correctness protocol (default 5)")
 
-    tasks = sub.add_parser("tasks", help="list the builtin task suite")
+    tasks = sub.add_parser("tasks", help="list the builtin task suite (or NKIBench's)")
     tasks.add_argument("--json", action="store_true")
+    tasks.add_argument("--suite", choices=["builtin", "nkibench"], default="builtin")
+    tasks.add_argument("--nkibench-dir", help="checkout of zhang677/AccelOpt (for --suite nkibench)")
 
     task = sub.add_parser("task", help="create a task from your own code")
     task_sub = task.add_subparsers(dest="task_command", metavar="ACTION")

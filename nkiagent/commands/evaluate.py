@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 __all__ = ["run_eval", "run_tasks"]
 
@@ -13,17 +14,17 @@ def run_eval(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..tasks import get_task
-    from ..verify.verifier import verify
+    from ..verify.verifier import VerifyOptions, verify
 
     if not Path(args.kernel).is_file():
         print(f"nkiagent eval: kernel file not found: {args.kernel}", file=sys.stderr)
         return 2
     try:
-        task = get_task(args.task)
+        task = _suite(args)[args.task] if args.suite == "nkibench" else get_task(args.task)
     except (KeyError, FileNotFoundError, ValueError, ImportError) as exc:
-        print(f"nkiagent eval: {exc}", file=sys.stderr)
+        print(f"nkiagent eval: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
         return 2
-    res = verify(args.kernel, task, args.target or "trn2")
+    res = verify(args.kernel, task, args.target or "trn2", VerifyOptions(seeds=args.seeds))
     if args.json:
         print(json.dumps(res.to_dict(), indent=2))
     else:
@@ -39,10 +40,26 @@ def run_eval(args: argparse.Namespace) -> int:
     return 0 if res.verdict == "pass" else 1
 
 
-def run_tasks(args: argparse.Namespace) -> int:
+def _suite(args: argparse.Namespace) -> dict[str, Any]:
+    """The tasks of ``--suite``; NKIBench needs ``--nkibench-dir``."""
+    if args.suite == "nkibench":
+        if not args.nkibench_dir:
+            raise ValueError("--suite nkibench needs --nkibench-dir (a checkout of zhang677/AccelOpt)")
+        from ..tasks.nkibench import load_nkibench
+
+        names = [args.task] if getattr(args, "task", None) else None
+        return load_nkibench(args.nkibench_dir, names)
     from ..tasks import builtin_tasks
 
-    tasks = builtin_tasks()
+    return builtin_tasks()
+
+
+def run_tasks(args: argparse.Namespace) -> int:
+    try:
+        tasks = _suite(args)
+    except (KeyError, FileNotFoundError, ValueError) as exc:
+        print(f"nkiagent tasks: {exc}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps([t.describe() for t in tasks.values()], indent=2))
         return 0

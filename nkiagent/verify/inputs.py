@@ -153,7 +153,8 @@ class InputCache:
         import shutil
         import tempfile
 
-        final = os.path.join(self.root, f"{task.name}-{self._key(task, all_cases)}")
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in task.name)
+        final = os.path.join(self.root, f"{safe}-{self._key(task, all_cases)}")
         if os.path.exists(os.path.join(final, "complete")):
             os.utime(final)
             return final
