@@ -10,6 +10,7 @@ exactly as far as engines, queues and buffers allow.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +48,10 @@ class Timeline:
 
 
 class _Space:
-    """Dependence tracking for one address space: entries bucketed by coarse granules."""
+    """Dependence tracking for one address space: entries bucketed by coarse granules.
+
+    An entry is ``[last write end, last read end, engine of that write, engine of that read]``.
+    """
 
     __slots__ = ("entries", "grid", "prow", "pbyte", "gcache")
 
@@ -70,10 +74,17 @@ class _Space:
             self.gcache[key] = g
         return g
 
-    def ready(self, key: tuple[int, int, int, int], write: bool) -> float:
-        """When an access to ``key`` may start: after overlapping writes (and, for a write, reads)."""
+    def ready(self, key: tuple[int, int, int, int], write: bool, engine: str = "") -> tuple[float, float]:
+        """When an access to ``key`` may start: after overlapping writes (and, for a write, reads).
+
+        Returns ``(ready, ready_signalled)``: the second counts only producers that signal the
+        consumer through a semaphore, i.e. all but TensorE → TensorE (back-to-back matmuls
+        accumulating into one PSUM bank are pipelined by the engine itself, §3.4 / §4.3).
+        """
         p_lo, p_hi, b_lo, b_hi = key
         t = 0.0
+        ts = 0.0
+        same = engine == "tensor"
         entries = self.entries
         grid = self.grid
         seen: set[tuple[int, int, int, int]] = set()
@@ -89,22 +100,28 @@ class _Space:
                     e = entries[k]
                     if e[0] > t:
                         t = e[0]
-                    if write and e[1] > t:
-                        t = e[1]
-        return t
+                    if e[0] > ts and not (same and e[2] == "tensor"):
+                        ts = e[0]
+                    if write:
+                        if e[1] > t:
+                            t = e[1]
+                        if e[1] > ts and not (same and e[3] == "tensor"):
+                            ts = e[1]
+        return t, ts
 
-    def update(self, key: tuple[int, int, int, int], end: float, write: bool) -> None:
+    def update(self, key: tuple[int, int, int, int], end: float, write: bool, engine: str = "") -> None:
         e = self.entries.get(key)
         if e is None:
-            e = [0.0, 0.0]
+            e = [0.0, 0.0, "", ""]
             self.entries[key] = e
             for g in self._granules(key):
                 self.grid.setdefault(g, set()).add(key)
         if write:
-            e[0] = max(e[0], end)
+            if end >= e[0]:
+                e[0], e[2] = end, engine
             self._prune(key, end)
-        else:
-            e[1] = max(e[1], end)
+        elif end >= e[1]:
+            e[1], e[3] = end, engine
 
     def _prune(self, key: tuple[int, int, int, int], end: float) -> None:
         """Drop entries a newer write fully covers (they are ordered before it already)."""
@@ -128,17 +145,18 @@ class _Lane:
     """
 
     WINDOW = 48
-    __slots__ = ("iv", "floor")
+    __slots__ = ("ends", "floor", "iv")
 
     def __init__(self) -> None:
-        self.iv: list[tuple[float, float]] = []
+        self.iv: list[tuple[float, float]] = []  #: disjoint busy intervals, sorted (so their ends are sorted too)
+        self.ends: list[float] = []
         self.floor = 0.0
 
     def earliest(self, ready: float, dur: float) -> float:
         t = max(ready, self.floor)
-        for s, e in self.iv:
-            if e <= t:
-                continue
+        iv = self.iv
+        for i in range(bisect_right(self.ends, t), len(iv)):
+            s, e = iv[i]
             if s >= t + dur:
                 return t
             t = e
@@ -149,16 +167,17 @@ class _Lane:
         t = max(ready, self.floor)
         remaining = work
         pieces: list[tuple[float, float]] = []
-        for s, e in self.iv:
-            if e <= t:
-                continue
-            if s - t >= min_gap:
-                take = min(s - t, remaining)
-                pieces.append((t, t + take))
-                remaining -= take
-                if remaining <= 0:
+        iv = self.iv
+        for i in range(bisect_right(self.ends, t), len(iv)):
+            s, e = iv[i]
+            gap = s - t
+            if gap >= min_gap:
+                if gap >= remaining:
+                    pieces.append((t, t + remaining))
                     return pieces
-            t = max(t, e)
+                pieces.append((t, s))
+                remaining -= gap
+            t = e  # intervals are disjoint and sorted: e > t here
         pieces.append((t, t + remaining))
         return pieces
 
@@ -168,10 +187,12 @@ class _Lane:
         while k and iv[k - 1][0] > start:
             k -= 1
         iv.insert(k, (start, start + dur))
+        self.ends.insert(k, start + dur)
         if len(iv) > self.WINDOW:
             drop = len(iv) - self.WINDOW
-            self.floor = max(self.floor, max(e for _, e in iv[:drop]))
+            self.floor = max(self.floor, max(self.ends[:drop]))
             del iv[:drop]
+            del self.ends[:drop]
 
 
 def _physical(a: Access, allocs: dict[int, dict[str, Any]]) -> tuple[Any, tuple[int, int, int, int]]:
@@ -206,11 +227,13 @@ def schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
         costs.append(cost)
         reads = [_physical(a, allocs) for a in ins.reads]
         writes = [_physical(a, allocs) for a in ins.writes]
-        ready = 0.0
+        ready = signalled = 0.0
         for sk, key in reads:
-            ready = max(ready, space(sk).ready(key, False))
+            t, ts = space(sk).ready(key, False, cost.engine)
+            ready, signalled = max(ready, t), max(signalled, ts)
         for sk, key in writes:
-            ready = max(ready, space(sk).ready(key, True))
+            t, ts = space(sk).ready(key, True, cost.engine)
+            ready, signalled = max(ready, t), max(signalled, ts)
         dur = cost.busy_ns
         if cost.engine == "dma":
             plans = sorted(((q.fill(ready, dur), i) for i, q in enumerate(queues)), key=lambda pi: pi[0][-1][1])[: cost.queues]
@@ -223,16 +246,16 @@ def schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
         else:
             lane = lanes[cost.engine]
             start = lane.earliest(ready, dur)
-            if ready > 0.0 and start == ready:
+            if signalled > 0.0 and start == signalled:  # woken by a semaphore: pay its latency
                 start = lane.earliest(ready + dep_ns[cost.engine], dur)
             lane.reserve(start, dur)
             used = ()
         end = finish + cost.latency_ns - dur if cost.engine == "dma" else start + cost.latency_ns
         busy[cost.engine] += dur
         for sk, key in reads:
-            space(sk).update(key, end, False)
+            space(sk).update(key, end, False, cost.engine)
         for sk, key in writes:
-            space(sk).update(key, end, True)
+            space(sk).update(key, end, True, cost.engine)
         latency = max(latency, end)
         events.append(Event(ins.seq, ins.op, cost.engine, start, dur, end, used, ins.location))
     return Timeline(events, latency, busy, costs)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -70,6 +72,11 @@ def test_psum_read_waits_for_the_last_accumulating_matmul() -> None:
     assert len(mms) == 4
     assert all(b.start_ns >= a.end_ns for a, b in zip(mms, mms[1:]))  # WAW chain on the accumulator
     assert copy.start_ns >= mms[-1].end_ns
+    # TensorE pipelines its own accumulation chain: back-to-back, at the matmul II (§3.4, §4.3) ...
+    assert all(b.start_ns == pytest.approx(a.end_ns) for a, b in itertools.pairwise(mms))
+    # ... while VectorE, woken by a semaphore, pays the dependence overhead to read the result.
+    spec = get_spec("trn1")
+    assert copy.start_ns == pytest.approx(mms[-1].end_ns + spec.dependency_overhead_cycles / spec.dve_ghz)
 
 
 def test_independent_loop_iterations_overlap_across_engines() -> None:

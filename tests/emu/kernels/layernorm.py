@@ -49,9 +49,9 @@ def _inv_std(var, p, eps):
     return inv_std
 
 
-@nki.jit
-def layernorm(x, gamma, beta, eps=1e-5):
-    """LayerNorm of ``x [N, D]`` with mean and variance from plain reductions."""
+def _layernorm_rows(x, gamma, beta, eps, normalize):
+    """The row-tile loop every LayerNorm here shares: load a tile of up to 128 rows (the last one
+    may be ragged), ``normalize(xt, p, cols, eps)`` it into an fp32 tile, scale, shift, store."""
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     rows, cols = x.shape
     pmax = nl.tile_size.pmax
@@ -62,53 +62,54 @@ def layernorm(x, gamma, beta, eps=1e-5):
         p = min(pmax, rows - r0)
         xt = nl.ndarray((p, cols), dtype=x.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=xt, src=x[r0 : r0 + p, :])
-
-        row_sum = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_reduce(dst=row_sum, op=nl.add, data=xt, axis=1, keepdims=True)
-        mean = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=mean, data=row_sum, op0=nl.multiply, operand0=1.0 / cols)
-
-        centred = nl.ndarray((p, cols), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=centred, data=xt, op0=nl.subtract, operand0=mean)
-        squares = nl.ndarray((p, cols), dtype=nl.float32, buffer=nl.sbuf)
-        sum_sq = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.activation(dst=squares, op=nl.square, data=centred, reduce_op=nl.add, reduce_res=sum_sq)
-        var = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=var, data=sum_sq, op0=nl.multiply, operand0=1.0 / cols)
-
-        normed = nl.ndarray((p, cols), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=normed, data=centred, op0=nl.multiply, operand0=_inv_std(var, p, eps))
-        _scale_shift(out[r0 : r0 + p, :], normed, gamma_t, beta_t, p, cols, x.dtype)
+        _scale_shift(out[r0 : r0 + p, :], normalize(xt, p, cols, eps), gamma_t, beta_t, p, cols, x.dtype)
     return out
+
+
+def _normalize_plain(xt, p, cols, eps):
+    row_sum = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_reduce(dst=row_sum, op=nl.add, data=xt, axis=1, keepdims=True)
+    mean = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=mean, data=row_sum, op0=nl.multiply, operand0=1.0 / cols)
+
+    centred = nl.ndarray((p, cols), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=centred, data=xt, op0=nl.subtract, operand0=mean)
+    squares = nl.ndarray((p, cols), dtype=nl.float32, buffer=nl.sbuf)
+    sum_sq = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=squares, op=nl.square, data=centred, reduce_op=nl.add, reduce_res=sum_sq)
+    var = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=var, data=sum_sq, op0=nl.multiply, operand0=1.0 / cols)
+
+    normed = nl.ndarray((p, cols), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=normed, data=centred, op0=nl.multiply, operand0=_inv_std(var, p, eps))
+    return normed
+
+
+def _normalize_bn(xt, p, cols, eps):
+    fmax = nl.tile_size.bn_stats_fmax
+    n_chunks = (cols + fmax - 1) // fmax
+    stats = nl.ndarray((p, n_chunks * BN_STATS_DIM), dtype=nl.float32, buffer=nl.sbuf)
+    for c in nl.affine_range(n_chunks):
+        c0 = c * fmax
+        f = min(fmax, cols - c0)
+        nisa.bn_stats(dst=stats[:, c * BN_STATS_DIM : (c + 1) * BN_STATS_DIM], data=xt[:, c0 : c0 + f])
+    mean_var = nl.ndarray((p, BN_AGGR_DIM), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.bn_aggr(dst=mean_var, data=stats)
+
+    normed = nl.ndarray((p, cols), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(
+        dst=normed, data=xt, op0=nl.subtract, operand0=mean_var[:, 0:1], op1=nl.multiply, operand1=_inv_std(mean_var[:, 1:2], p, eps)
+    )
+    return normed
+
+
+@nki.jit
+def layernorm(x, gamma, beta, eps=1e-5):
+    """LayerNorm of ``x [N, D]`` with mean and variance from plain reductions."""
+    return _layernorm_rows(x, gamma, beta, eps, _normalize_plain)
 
 
 @nki.jit
 def layernorm_bn(x, gamma, beta, eps=1e-5):
     """LayerNorm of ``x [N, D]`` with mean and variance from ``bn_stats`` / ``bn_aggr``."""
-    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-    rows, cols = x.shape
-    pmax = nl.tile_size.pmax
-    fmax = nl.tile_size.bn_stats_fmax
-    n_chunks = (cols + fmax - 1) // fmax
-    gamma_t = _broadcast_rows(gamma, pmax, cols)
-    beta_t = _broadcast_rows(beta, pmax, cols)
-    for i in nl.affine_range((rows + pmax - 1) // pmax):
-        r0 = i * pmax
-        p = min(pmax, rows - r0)
-        xt = nl.ndarray((p, cols), dtype=x.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=xt, src=x[r0 : r0 + p, :])
-
-        stats = nl.ndarray((p, n_chunks * BN_STATS_DIM), dtype=nl.float32, buffer=nl.sbuf)
-        for c in nl.affine_range(n_chunks):
-            c0 = c * fmax
-            f = min(fmax, cols - c0)
-            nisa.bn_stats(dst=stats[:, c * BN_STATS_DIM : (c + 1) * BN_STATS_DIM], data=xt[:, c0 : c0 + f])
-        mean_var = nl.ndarray((p, BN_AGGR_DIM), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.bn_aggr(dst=mean_var, data=stats)
-
-        normed = nl.ndarray((p, cols), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar(
-            dst=normed, data=xt, op0=nl.subtract, operand0=mean_var[:, 0:1], op1=nl.multiply, operand1=_inv_std(mean_var[:, 1:2], p, eps)
-        )
-        _scale_shift(out[r0 : r0 + p, :], normed, gamma_t, beta_t, p, cols, x.dtype)
-    return out
+    return _layernorm_rows(x, gamma, beta, eps, _normalize_bn)
