@@ -1,0 +1,42 @@
+"""Verifying many candidates at once on a local pool (one sandboxed worker process each).
+
+The parent's share of the work (gate, comparisons, profiles) is light and the kernels run in
+their own processes, so a thread per slot is enough to keep ``workers`` processes busy.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ..tasks.spec import Task
+from .result import EvalResult
+from .verifier import VerifyOptions, baseline_latency, verify
+
+__all__ = ["verify_many", "default_workers"]
+
+_BASELINE_LOCK = threading.Lock()
+
+
+def default_workers() -> int:
+    """All cores by default."""
+    return max(1, os.cpu_count() or 1)
+
+
+def verify_many(
+    items: Sequence[tuple[str | Path, Task, str]], workers: int | None = None, options: VerifyOptions | None = None
+) -> list[EvalResult]:
+    """Verify ``(kernel_path, task, target)`` items with up to ``workers`` concurrent sandboxes, in input order."""
+    opts = options or VerifyOptions()
+    if opts.with_baseline:  # warm the baseline cache once per (task, target) so slots never race to compute it
+        with _BASELINE_LOCK:
+            for task, target in {(t.name, tg): (t, tg) for _, t, tg in items}.values():
+                baseline_latency(task, target, opts.limits)
+    n = max(1, workers or default_workers())
+    if n == 1:
+        return [verify(p, t, tg, opts) for p, t, tg in items]
+    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="nkiagent-verify") as pool:
+        return list(pool.map(lambda it: verify(it[0], it[1], it[2], opts), items))
