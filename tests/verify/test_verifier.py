@@ -1,0 +1,90 @@
+"""The verifier's verdicts and reports: what a failing kernel is told, and parallel verification."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from nkiagent.tasks import get_task
+from nkiagent.verify.pool import verify_many
+from nkiagent.verify.verifier import VerifyOptions, verify
+
+TASK = get_task("vector_add")
+QUICK = VerifyOptions(seeds=2)
+
+ADD = """
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def kernel(a, b):
+    n, d = a.shape
+    out = nl.ndarray((n, d), dtype=a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(n // 128):
+        ta = nl.ndarray((128, d), dtype=a.dtype, buffer=nl.sbuf)
+        tb = nl.ndarray((128, d), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=ta, src=a[i * 128:(i + 1) * 128, :])
+        nisa.dma_copy(dst=tb, src=b[i * 128:(i + 1) * 128, :])
+        nisa.tensor_tensor(dst=ta, data1=ta, data2=tb, op=nl.OP)
+        nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=ta)
+    return out
+"""
+
+
+def _write(tmp_path: Path, name: str, source: str) -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+def test_honest_kernel_passes_with_labelled_latency_and_speedup(tmp_path: Path) -> None:
+    res = verify(_write(tmp_path, "k.py", ADD.replace("OP", "add")), TASK, "trn1", QUICK)
+    assert res.verdict == "pass", res.reasons
+    assert res.compiled and res.correct and res.timing_source == "emulator-estimate" and res.model_version
+    assert res.latency_us > 0 and res.baseline_latency_us > 0 and res.speedup == pytest.approx(res.baseline_latency_us / res.latency_us, rel=1e-3)
+    assert 0 < res.fraction_of_peak <= 1 and res.sol_latency_us <= res.latency_us
+    assert len(res.code_sha256) == 64
+    assert {c.name for c in res.checks} >= {"static_gate", "correctness", "deterministic", "inputs_unchanged", "speed_of_light"}
+
+
+def test_wrong_answer_names_case_errors_and_first_mismatch(tmp_path: Path) -> None:
+    res = verify(_write(tmp_path, "k.py", ADD.replace("OP", "subtract")), TASK, "trn2", QUICK)
+    assert res.verdict == "fail" and res.compiled and not res.correct and res.speedup is None
+    (reason,) = res.reasons
+    assert reason.startswith("wrong answer (shape(D=1024,N=2048) seed=0 dist=normal)")
+    assert re.search(r"max abs err [\d.e+-]+, max rel err [\d.e+-]+\. first mismatch at index \[\d+, \d+\]: got [-\d.e+]+, expected [-\d.e+]+", reason)
+
+
+def test_shape_specialized_kernel_fails_on_a_hidden_shape(tmp_path: Path) -> None:
+    special = ADD.replace("OP", "add").replace("n, d = a.shape", "n, d = 2048, 1024")
+    res = verify(_write(tmp_path, "k.py", special), TASK, "trn2", QUICK)
+    assert res.verdict == "fail"
+    assert "hidden shape(" in res.reasons[0]
+
+
+def test_nki_error_reports_code_and_kernel_line(tmp_path: Path) -> None:
+    bad = ADD.replace("OP", "add").replace("(128, d), dtype=a.dtype, buffer=nl.sbuf)\n        tb", "(256, d), dtype=a.dtype, buffer=nl.sbuf)\n        tb")
+    path = _write(tmp_path, "k.py", bad)
+    res = verify(path, TASK, "trn2", QUICK)
+    assert res.verdict == "fail"
+    assert "[err_num_partition_exceed_arch_limit]" in res.reasons[0] and f"{path}:12" in res.reasons[0]
+
+
+def test_syntax_error_is_rejected_by_the_gate_with_its_line(tmp_path: Path) -> None:
+    path = _write(tmp_path, "k.py", "import nki\ndef kernel(a, b:\n    return a\n")
+    res = verify(path, TASK, "trn2", QUICK)
+    assert res.verdict in ("rejected", "fail") and not res.compiled
+    assert f"{path}:2" in res.reasons[0]
+
+
+def test_pool_keeps_order_and_verdicts(tmp_path: Path) -> None:
+    good = _write(tmp_path, "good.py", ADD.replace("OP", "add"))
+    bad = _write(tmp_path, "bad.py", ADD.replace("OP", "maximum"))
+    results = verify_many([(good, TASK, "trn2"), (bad, TASK, "trn2"), (good, TASK, "trn3")], workers=2, options=QUICK)
+    assert [r.verdict for r in results] == ["pass", "fail", "pass"]
+    assert [r.target for r in results] == ["trn2", "trn2", "trn3"]
