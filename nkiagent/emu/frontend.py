@@ -21,6 +21,7 @@ from . import dtypes as dt
 from . import memory
 from .errors import NkiRuntimeError, NkiTypeError, NkiValidationError
 from .memory import KernelContext, hbm
+from .ops import flush_matmul_group
 from .targets import Target, get_target
 from .tensor import NkiTensor
 from .trace import Trace
@@ -261,6 +262,7 @@ def run_kernel(
                 r = k.fn(*targs, **tkw)
                 if pid == programs[0]:
                     result = r
+            flush_matmul_group(ctx)
             ctx.finish()
             for alloc in _outputs(result):
                 _mark(ctx, alloc, "output")

@@ -20,6 +20,8 @@ from .errors import NkiOutOfBoundsError, NkiTypeError, NkiValidationError, warn
 from .memory import current
 from .ops import (
     ANY,
+    MatmulGroup,
+    flush_matmul_group,
     HBM,
     ON_CHIP,
     axis_tuple,
@@ -628,29 +630,30 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: boo
            tile_size=tuple(tile_size) if tile_size else None)
     if not ctx.compute:
         return
-    prod = _pf(f32(st), k).T @ _pf(f32(mv), k)
     a = dst._a
     if acc_mode is True and not was_written:
         warn("nc_matmul(accumulate=True) into PSUM that was never written: the result is undefined on hardware")
-    open_view = dst._geom(a.acc_open)
-    if acc_mode is None:
-        open_mask = _pf(open_view, m)
-        accumulate_all = bool(open_mask.all())
-        overwrite_all = not accumulate_all and not open_mask.any()
-    else:
-        accumulate_all, overwrite_all = acc_mode, not acc_mode
-    cur = dst._np() if dst._addr is None else None
-    if accumulate_all and cur is not None and cur.dtype == np.float32:
-        np.add(cur, prod.reshape(cur.shape), out=cur)  # the common case: in place, no temporaries
-    elif overwrite_all:
-        dst._store(prod.reshape(dst.shape))
-    else:
-        cur_pf = _pf(f32(dst), m)
-        new = cur_pf + prod if accumulate_all else np.where(open_mask, cur_pf + prod, prod)
-        dst._store(new.reshape(dst.shape))
+    key = (a.uid, dst._offset, dst._shape, dst._strides)
+    group = ctx.mm_group
+    if group is not None and (group.key != key or acc_mode is False):
+        flush_matmul_group(ctx)
+        group = None
+    if group is None:
+        open_view = dst._geom(a.acc_open)
+        mask = None
+        if acc_mode is None:
+            open_mask = _pf(open_view, m)
+            mode = "accumulate" if open_mask.all() else "overwrite" if not open_mask.any() else "mask"
+            mask = open_mask.copy() if mode == "mask" else None
+        else:
+            mode = "accumulate" if acc_mode else "overwrite"
+        group = MatmulGroup(dst, key, mode, mask, m)
+        ctx.mm_group = group
+        open_view[...] = True  # later matmuls into this tile accumulate (auto-detect semantics)
+    group.stationary.append(_pf(f32(st), k))
+    group.moving.append(_pf(f32(mv), k))
     a.written = True
-    a.version += 1
-    open_view[...] = True
+    a.pending = True
 
 
 def _bank_error(dst: NkiTensor, reg: Any, t: Any) -> Exception:

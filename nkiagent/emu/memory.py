@@ -74,6 +74,7 @@ class Alloc:
         "rec",
         "version",
         "f32c",
+        "pending",
         "__weakref__",
     )
 
@@ -103,6 +104,7 @@ class Alloc:
         self.rec: OnChipRecord | None = None
         self.version = 0  #: bumped on every store, so derived caches know they are stale
         self.f32c: tuple[int, np.ndarray] | None = None  #: (version, fp32 copy of the storage) for low-precision SBUF
+        self.pending = False  #: a deferred matmul group still has to land in this PSUM tensor (see ops.MatmulGroup)
 
     @property
     def on_chip(self) -> bool:
@@ -167,6 +169,7 @@ class KernelContext:
         self.sbuf_peak = 0
         self.psum_peak = 0
         self.onchip: list[OnChipRecord] = []
+        self.mm_group: Any = None  #: consecutive matmuls accumulating into one PSUM tile, computed as one GEMM
         self.loops: list[list[Any]] = []  # [uid, kind, iteration]
         self.next_loop = 1
         self.shared: list[Alloc] = []  # shared_hbm allocations, in creation order, for SPMD sharing

@@ -24,6 +24,8 @@ __all__ = ["NkiTensor", "DynSlice", "ds", "index_hook"]
 
 #: Set by the legacy front-end to handle ``nl.arange``/``nl.mgrid`` index grids (issue 9).
 index_hook: Any = None
+#: Set by :mod:`.ops`: lands a deferred matmul group before anyone reads its PSUM tensor.
+flush_hook: Any = None
 
 
 class DynSlice:
@@ -265,6 +267,8 @@ class NkiTensor:
 
     def _np(self) -> np.ndarray:
         """A NumPy view (or gathered copy for indirect views) of the numbers. Emulator-only."""
+        if self._a.pending:
+            flush_hook()
         v = self._npv
         if v is not None:
             return v
@@ -282,6 +286,8 @@ class NkiTensor:
 
     def _geom(self, arr: np.ndarray) -> np.ndarray:
         """View ``arr`` (flat, same element count as storage) with this view's geometry."""
+        if self._a.pending:
+            flush_hook()
         if self._addr is not None:
             return arr[self._addr]
         isz = arr.itemsize
