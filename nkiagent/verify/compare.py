@@ -53,7 +53,7 @@ def compare(out: np.ndarray, ref: np.ndarray, tol: Tolerance) -> Comparison:
         rel_l2 = float(np.linalg.norm(np.nan_to_num(diff.astype(np.float64), nan=0.0, posinf=0.0))) / ref_norm
         ok = False
     finite = np.isfinite(a)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         rel = np.where(b != 0, diff / np.abs(b), np.where(diff == 0, 0.0, np.inf))
     first = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.any() else None
     cmp = Comparison(

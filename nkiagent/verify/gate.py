@@ -13,91 +13,112 @@ Rules (``Violation.rule``):
 
 ``syntax-error``
     tree-sitter found an ERROR or MISSING node (reported at the first one), a Python 2
-    statement, or CPython's tokenizer refused the text.
+    ``print``/``exec`` statement, or CPython's tokenizer refused the text.
 ``source-text``
-    text on which tree-sitter and CPython could disagree about what the code is: NUL bytes,
-    a carriage return that is not part of CRLF (CPython ends a line there, tree-sitter does
-    not, so code could hide inside a comment), a non-UTF-8 coding declaration, tabs in
-    indentation, unencodable characters.
+    text on which tree-sitter and CPython could read different programs: NUL bytes, a
+    carriage return that is not part of CRLF (CPython ends a line there, tree-sitter does
+    not, so code could hide inside a comment), a coding declaration other than UTF-8, tabs
+    in indentation, characters that cannot be encoded.
 ``parser-mismatch``
     a differential check: the identifiers and keywords CPython's tokenizer sees outside
-    string literals must be exactly the ones in the tree-sitter tree, line by line.
-    Whatever parser quirk an attacker finds, code the gate did not see cannot run.
+    string literals must be exactly those in the tree-sitter tree, line by line, so code the
+    gate did not see cannot run. (Interpolations inside f-strings are left out on both
+    sides; tree-sitter parses them and every rule checks them.) Identifiers are compared
+    and checked after NFKC normalization, as CPython does (``ｅｖａｌ`` is ``eval``).
 ``forbidden-import`` / ``unknown-import``
     imports are limited to :data:`ALLOWED_MODULES`. Modules in :data:`FORBIDDEN_MODULES`
     and NumPy's reach-arounds (:data:`FORBIDDEN_SUBMODULES`: ``numpy.testing``,
     ``numpy.lib`` …) are ``forbidden-import``, anything else ``unknown-import``, and so are
     relative imports (a kernel is one file; the task's reference lives next door). The same
-    rules apply to modules reached through attributes (``np.lib``, ``dataclasses.sys``,
+    holds for modules reached through attributes (``np.lib``, ``dataclasses.sys``,
     ``getattr(np, "testing")``): an attribute of an allowed module that is itself a module
     must be allowed too. ``from m import *`` is rejected (it hides which names exist), and
     a module may only be used as ``mod.name``: binding it to another name or passing it
     around would hide what is later reached through it.
 ``forbidden-call``
     :data:`FORBIDDEN_BUILTINS` (``open``, ``exec``, ``eval``, ``compile``, ``globals``,
-    ``vars``, ``id`` …) anywhere they are not a function's own local name — a module-level
-    ``def open`` does not count, because a missing global falls back to the builtin;
-    ``getattr``/``setattr``/``delattr``/``hasattr`` unless called with a plain string
-    literal that is not a dunder; ``type`` except as ``type(x)``; ``str.format`` on a
-    template that is not a literal; NumPy file and memory I/O (``np.load``, ``np.save``,
-    ``x.tofile`` …); ``typing.get_type_hints`` (it evaluates strings as code); dunder
-    names such as ``__builtins__`` or ``__import__``.
+    ``vars``, ``id``, ``exit`` …) wherever they are not a function's own local name — a
+    module-level ``def open`` does not count, because a missing global falls back to the
+    builtin; ``getattr``/``setattr``/``delattr``/``hasattr`` unless called with a plain
+    string literal that is not a dunder (a literal name is then checked like ``obj.name``);
+    ``type`` except as ``type(x)``; ``str.format`` on a template that is not a literal;
+    NumPy file and memory I/O (``np.load``, ``np.save``, ``x.tofile``, ``.ctypes`` …);
+    ``typing.get_type_hints`` (it evaluates strings as code); calling ``nl.NkiTensor``
+    (a type for isinstance checks; tensors come from ``nl.ndarray``); interpreter names
+    such as ``__builtins__``, ``__import__`` or ``__file__``.
 ``dunder-attribute``
-    ``x.__anything__`` (also ``getattr``-free reaches such as ``"{0.__class__}".format``
-    and ``case C(__x__=...)`` patterns) and dunder method definitions other than
-    ``__init__`` and ``__post_init__`` (``__eq__``, ``__array__``, ``__reduce__``,
-    ``__del__`` … change what the harness sees when it compares, converts, pickles or
-    frees the kernel's objects).
+    ``x.__anything__``, also through ``"{0.__class__}".format`` fields and
+    ``case C(__x__=...)`` patterns, and dunder method definitions other than ``__init__``
+    and ``__post_init__`` (``__eq__``, ``__array__``, ``__reduce__``, ``__del__`` …
+    change what the harness sees when it compares, converts, pickles or frees objects).
 ``private-attribute``
     ``x._name`` on anything, and ``from m import _name``: the emulator keeps its tensors'
     internals behind underscore names. A file's own ``_helper`` functions are fine.
 ``introspection``
     frame, code and class-graph attributes (:data:`INTROSPECTION_ATTRIBUTES`: ``f_back``,
-    ``gi_frame``, ``tb_frame``, ``__globals__``, ``__subclasses__``, ``mro`` …), the road
-    from any object to the harness's frames and the expected outputs.
+    ``gi_frame``, ``tb_frame``, ``__globals__``, ``__subclasses__``, ``mro`` …) and
+    ``type(x).attr``: the roads from any object to the harness's frames and data.
 ``swallowed-exception``
-    an ``except`` clause that does not end in ``raise`` (bare or ``raise X from e``) or
-    that contains ``return``/``yield``/``break``/``continue`` leaving it (the
-    ``try: kernel() except: return reference()`` fallback); ``return``/``break``/
-    ``continue`` in ``finally`` (they discard the exception in flight); ``with`` on anything
-    but an NKI context manager (``with nl.no_reorder():``), since ``__exit__`` can swallow.
+    an ``except`` clause that does not end in ``raise`` (bare or ``raise X from e``), or
+    whose ``return``/``yield``/``break``/``continue`` leaves it (the ``try: kernel()
+    except: return reference()`` fallback); ``return``/``break``/``continue`` in
+    ``finally`` (they discard the exception in flight); ``with`` on anything but an NKI
+    context manager (``with nl.no_reorder():``), since any ``__exit__`` can swallow.
 ``global-state``
-    state that outlives a call: ``global``/``nonlocal``; inside a function, assigning,
-    deleting or calling a mutating method (``append``, ``update``, ``fill`` …) on anything
-    that is not the function's own local (a module-level name, a closure variable, a
-    call's result); inside a function, using a module-level container or object other
-    than by reading it (``X[i]``, ``X.attr``, ``for a in X``, ``a in X``, arithmetic,
-    ``len(X)``, an NKI call's argument) — aliasing or passing it elsewhere would let a
-    helper write to it; mutable or computed default arguments (``def k(x, cache={})``);
-    class attributes holding containers; patching an imported module anywhere
-    (``np.allclose = ...``, ``setattr(nl, ...)``); ``functools.cache``/``lru_cache``/
-    ``cached_property``; NumPy's process-wide settings (``np.seterr`` …). Module-level code
-    may build whatever it likes: it runs once, at import.
+    state that outlives a call, or that the harness shares:
+
+    * ``global`` and ``nonlocal``;
+    * attribute writes (``x.a = …``, ``del x.a``, ``setattr``) anywhere except on ``self``
+      in a method or on an instance of one of the file's classes created in the same
+      function (module level: at import time) — functions, classes, NKI objects and call
+      results are shared; and a method may not be reached through its class
+      (``C.method(other)`` would let any object be ``self``);
+    * item writes and mutating methods (``x[i] = …``, ``append``, ``update``, ``fill`` …)
+      inside a function on anything but the function's own objects: not module-level
+      state, closure variables or call results, nor local aliases of them
+      (``row = GRID[0]; row.append(x)``, ``for r in GRID: r.append(x)``);
+    * changing an imported module or any object taken from one, directly or through an
+      alias (``np.allclose = …``, ``state = nl.tile_size; state.calls = …``), anywhere;
+    * inside a function, using a module-level container or object other than by reading
+      it (``X[i]``, ``X.attr``, ``for a in X``, ``a in X``, arithmetic, ``len(X)``, an NKI
+      call's argument): aliasing or passing it elsewhere would let a helper write to it,
+      and iterating a module-level iterator (``itertools.count()``) counts calls;
+    * default values that are not constants (``def k(x, cache={})``, ``c=make()``),
+      ``functools.partial`` bound to non-constants, and class attributes holding
+      containers: each is created once and handed to every call;
+    * ``functools.cache``/``lru_cache``/``cached_property`` and NumPy's process-wide
+      settings (``np.seterr`` …).
+
+    Module-level code may build whatever it likes: it runs once, at import.
 ``host-compute``
-    inside any function (kernels and their helpers): ``np.asarray``, ``np.array``,
-    ``np.frombuffer`` and the other calls in :data:`HOST_COMPUTE_NUMPY`, and the methods
-    ``.tolist()``, ``.item()``, ``.numpy()``, ``.tobytes()``, ``.itemset()``. Everything
-    else NumPy is allowed anywhere: dtypes and scalar types (``np.float32``,
-    ``np.float32(1.0)``, ``np.dtype``, ``np.finfo``), constants (``np.pi``), and math on
-    shapes and other Python numbers (``np.prod(shape)``, ``np.sqrt(d)``). NumPy applied to
-    tile data cannot work anyway (the emulator's tiles are opaque); this rule reports the
-    attempt by name instead of as a crash.
+    inside any function (kernels, helpers, methods): the NumPy calls in
+    :data:`HOST_COMPUTE_NUMPY` — readers such as ``np.asarray``, ``np.array``,
+    ``np.frombuffer`` and array constructors such as ``np.zeros``, ``np.arange`` — also
+    through ``from numpy import …`` and aliases, and the methods ``.tolist()``,
+    ``.item()``, ``.numpy()``, ``.tobytes()``, ``.itemset()``. Everything else NumPy is
+    allowed anywhere: dtypes and scalar types (``np.float32``, ``np.float32(1.0)``,
+    ``np.dtype``, ``np.finfo``), constants (``np.pi``), math on shapes and other Python
+    numbers (``np.prod(shape)``, ``np.sqrt(d)``), and at module level any array (it is
+    data, built once). NumPy applied to tile data cannot work anyway (the emulator's tiles
+    are opaque); this rule reports the attempt by name instead of as a crash.
 ``class-base``
-    a class may derive only from ``object``, enums, ``NamedTuple``, exceptions and the
-    file's own classes, with no ``metaclass=`` or other class keywords: subclassing NumPy,
-    NKI or builtin types is how a fake or lazy output is built.
+    a class may derive only from ``object``, enums, ``NamedTuple``, the exceptions in
+    :data:`_ALLOWED_BASE_BUILTINS` and the file's own classes, with no ``metaclass=`` or
+    other class keywords; ``dataclasses.make_dataclass`` and enum metaclasses are rejected
+    too. Subclassing NumPy, NKI or builtin types is how a fake or lazy output is built.
 
 Decisions on the questions the issue left open: ``id()`` is forbidden (object identity is
 the usual key of a cross-call cache and kernels never need it); ``if __name__ ==
-"__main__":`` is allowed at module level (the worker imports the kernel under another name,
-so the block never runs during verification, and its body is still checked by every rule);
-``__all__`` may be assigned at module level; ``with`` is limited to context managers taken
-from the NKI modules.
+"__main__":`` is allowed at module level, exactly in that form (the worker imports the
+kernel under another name, so the block never runs during verification), and its body is
+checked by every rule like the rest of the file; ``__all__`` may be assigned at module
+level; ``with`` is limited to context managers of the NKI modules; classes are allowed
+inside and outside kernels under ``class-base`` and the dunder-method rule.
 
-Known limits (the worker's fresh process per evaluation, the determinism run and the
-speed-of-light bound cover them): aliases more than one step away from a module-level name
-(``x = TABLE[0]; x.append(1)``), closure containers smuggled out through a parameter, and
-anything decided at run time.
+Known limits, left to the worker's fresh process per evaluation, the determinism re-run and
+the speed-of-light bound: a closure's container handed out by a call (``get()`` returning
+it, or passed as an argument to a helper that writes to it), and anything decided at run
+time (types, values, which branch runs).
 """
 
 from __future__ import annotations
@@ -213,8 +234,9 @@ _MEMBER_RULES: dict[tuple[str, str], tuple[str, str]] = {
     },
 }  # fmt: skip
 
-#: NumPy calls that turn data into host arrays: rejected inside functions (``host-compute``).
-HOST_COMPUTE_NUMPY = frozenset(
+#: NumPy calls that read data into host arrays; with the array constructors they form
+#: :data:`HOST_COMPUTE_NUMPY`, rejected inside functions (``host-compute``).
+_HOST_READERS = frozenset(
     {
         "asarray",
         "array",
@@ -239,6 +261,10 @@ _NUMPY_ARRAY_CONSTRUCTORS = frozenset(
         "hstack", "tile", "repeat", "meshgrid", "indices", "ndarray", "matrix", "recarray", "memmap",
     }
 )  # fmt: skip
+
+HOST_COMPUTE_NUMPY = _HOST_READERS | _NUMPY_ARRAY_CONSTRUCTORS
+#: NKI exports that are types for isinstance checks, never to be called by a kernel.
+NKI_TYPES_ONLY = frozenset({"NkiTensor"})
 
 #: Builtins that are forbidden wherever they are not a function's own local name, with what to do instead.
 FORBIDDEN_BUILTINS: dict[str, str] = {
@@ -672,6 +698,39 @@ def _collect_bindings(order: list[tuple[Node, _Scope]]) -> None:
                     scope.bind(_norm(_text(ident)), _Binding("def", ident))
 
 
+def _decorators(fn: Node) -> list[str]:
+    """The decorator expressions of a function or class definition, as written (without ``@``)."""
+    holder = fn.parent
+    if holder is None or holder.type != "decorated_definition":
+        return []
+    return [_text(d).lstrip("@").strip() for d in holder.named_children if d.type == "decorator"]
+
+
+def _plain_methods(cls: Node) -> set[str]:
+    """Names of the methods of a class body that take ``self`` (not static or class methods)."""
+    body = cls.child_by_field_name("body")
+    names: set[str] = set()
+    for stmt in _named(body) if body is not None else []:
+        fn = stmt.child_by_field_name("definition") if stmt.type == "decorated_definition" else stmt
+        if fn is not None and fn.type == "function_definition" and not {"classmethod", "staticmethod"} & set(_decorators(fn)):
+            name = fn.child_by_field_name("name")
+            if name is not None:
+                names.add(_norm(_text(name)))
+    return names
+
+
+def _is_self_parameter(scope: _Scope, bindings: list[_Binding]) -> bool:
+    """The name is the first parameter of a plain method (not a classmethod or staticmethod) of a class body."""
+    fn = scope.node
+    params = fn.child_by_field_name("parameters") if fn.type == "function_definition" else None
+    first = next((p for p in _named(params) if p.type == "identifier"), None) if params is not None else None
+    if first is None or len(bindings) != 1 or bindings[0].node.id != first.id:
+        return False
+    holder = fn.parent.parent if fn.parent is not None and fn.parent.type == "decorated_definition" else fn.parent
+    in_class = holder is not None and holder.type == "block" and holder.parent is not None and holder.parent.type == "class_definition"
+    return in_class and not {"classmethod", "staticmethod"} & set(_decorators(fn))
+
+
 # ---------------------------------------------------------------------------- the checker
 
 
@@ -723,10 +782,6 @@ class _Checker:
         """The import binding ``ident`` refers to, if it names a module."""
         _, bindings = self.lookup(_norm(_text(ident)), self.scope_at[ident.id])
         return next((b for b in bindings if b.kind in ("module", "prefix")), None)
-
-    def member_binding(self, ident: Node) -> _Binding | None:
-        _, bindings = self.lookup(_norm(_text(ident)), self.scope_at[ident.id])
-        return next((b for b in bindings if b.kind == "member"), None)
 
     def module_path(self, expr: Node) -> str | None:
         """The module ``expr`` evaluates to (``nl``, ``neuronxcc.nki.language``), or None if it is not one."""
@@ -821,7 +876,7 @@ class _Checker:
                 else:
                     return "other"
                 if args is not None and args.type == "generator_expression":
-                    stack.extend((c, True) for c in args.children)  # `tuple(x for x in …)`: consumed at once
+                    stack.extend((c, scalar_only or numpy_call) for c in args.children)  # `tuple(x for x in …)`: consumed at once
                 elif args is not None:
                     stack.append((args, scalar_only or numpy_call))
             elif t == "identifier":
@@ -858,7 +913,7 @@ class _Checker:
         for name, bindings in self.module.names.items():
             cls = "const"
             for b in bindings:
-                if b.kind in ("module", "prefix", "def", "class", "member", "param"):
+                if b.kind in ("module", "prefix", "def", "class", "member"):
                     continue
                 if b.value is None:
                     continue  # `del X`, `X += …`, `X: int`: the kind of object stays what the other bindings made it
@@ -951,12 +1006,11 @@ class _Checker:
                     "forbidden-import", node, f"module `{name}` may only be used as `{name}.member`; do not bind, pass or replace a module"
                 )
             return
-        member = self.member_binding(node)
-        if member is not None and member.module == "numpy" and member.member in HOST_COMPUTE_NUMPY and self.in_function(scope):
-            self.report(
-                "host-compute", node, f"`numpy.{member.member}` inside a kernel computes on the host; use NKI loads, ops and stores"
-            )
-            return
+        if self.in_function(scope):
+            member = self.resolve_member(node)
+            if member is not None and member[0] == "numpy" and member[1] in HOST_COMPUTE_NUMPY:
+                self.report_host_numpy(node, member[1])
+                return
         if self.in_function(scope) and where == "global":
             self.check_state_use(node, name, scope)
 
@@ -1030,6 +1084,18 @@ class _Checker:
         ops = [c.type for c in comparison.children if not c.is_named]
         return len(operands) == 2 and ops == ["=="] and _literal_str(operands[1]) == "__main__"
 
+    def instance_methods(self, name: str) -> set[str]:
+        """The methods of this file's classes that module-level ``name`` may be an instance of."""
+        methods: set[str] = set()
+        for b in self.module.names.get(name, []):
+            value = _unparen(b.value) if b.kind == "value" and b.value is not None else None
+            cls = _unparen(value.child_by_field_name("function")) if value is not None and value.type == "call" else None
+            if cls is not None and cls.type == "identifier":
+                for c in self.lookup(_norm(_text(cls)), self.scope_at[cls.id])[1]:
+                    if c.kind == "class" and c.node.parent is not None:
+                        methods |= _plain_methods(c.node.parent)
+        return methods
+
     def check_state_use(self, node: Node, name: str, scope: _Scope) -> None:
         """A module-level container or object, read inside a function: only plain reads are allowed."""
         cls = self.module_class.get(name, "const")
@@ -1039,11 +1105,13 @@ class _Checker:
         pt = parent.type
         ok = False
         if pt == "attribute" and _is_field(parent, "object", child):
+            attr = _norm(_text(parent.child_by_field_name("attribute")))
             grand = parent.parent
-            if grand is not None and grand.type == "call" and _is_field(grand, "function", parent):
-                ok = _norm(_text(parent.child_by_field_name("attribute"))) in _READONLY_METHODS
+            called = grand is not None and grand.type == "call" and _is_field(grand, "function", parent)
+            if attr in _MUTATING_METHODS or attr in self.instance_methods(name):
+                ok = False  # a bound method, called now or later, can change the object
             else:
-                ok = True
+                ok = attr in _READONLY_METHODS if called else True
         elif (pt == "subscript" and _is_field(parent, "value", child)) or pt in _READING_PARENTS:
             ok = True
         elif pt in ("for_statement", "for_in_clause") and _is_field(parent, "right", child):
@@ -1075,12 +1143,17 @@ class _Checker:
         obj = node.child_by_field_name("object")
         if attr_node is None or obj is None:
             return
-        attr = _norm(_text(attr_node))
+        self.check_access(obj, attr_node, _norm(_text(attr_node)), scope)
+
+    def check_access(self, obj: Node, node: Node, attr: str, scope: _Scope) -> None:
+        """Reading ``obj.attr``, written as an attribute or as ``getattr(obj, "attr")``; reported at ``node``."""
+        attr_node = node
         if not self.check_attribute_name(attr_node, attr):
             return
         module = self.module_path(obj)
         if module is not None:
             self.check_member(attr_node, module, attr)
+        self.check_class_member(obj, attr_node, attr)
         if attr in ("format", "format_map"):
             self.check_format(attr_node, obj)
         if attr in FORBIDDEN_ATTRIBUTES:
@@ -1089,7 +1162,35 @@ class _Checker:
             if attr in HOST_COMPUTE_METHODS:
                 self.report("host-compute", attr_node, f"`.{attr}()` pulls values to the host; keep the data in tiles and use NKI ops")
             elif module == "numpy" and attr in HOST_COMPUTE_NUMPY:
-                self.report("host-compute", attr_node, f"`np.{attr}` inside a kernel computes on the host; use NKI loads, ops and stores")
+                self.report_host_numpy(attr_node, attr)
+
+    def report_host_numpy(self, node: Node, name: str) -> None:
+        self.report(
+            "host-compute",
+            node,
+            f"`numpy.{name}` inside a function builds or reads host arrays; a kernel's data lives in tiles: "
+            "use nl.ndarray, NKI loads, ops and stores",
+        )
+
+    def check_class_member(self, obj: Node, node: Node, attr: str) -> None:
+        """``C.method`` lets any object stand in for ``self``; ``type(x).attr`` reaches a class from an object."""
+        obj = _unparen(obj)
+        if obj.type == "call":
+            fn = _unparen(obj.child_by_field_name("function"))
+            if fn.type == "identifier" and _norm(_text(fn)) == "type" and self.where("type", self.scope_at[fn.id]) == "builtin":
+                self.report("introspection", node, "`type(x).attr` reaches the class behind an object; use the object's own attributes")
+            return
+        if obj.type != "identifier":
+            return
+        _, bindings = self.lookup(_norm(_text(obj)), self.scope_at[obj.id])
+        classes = [b.node.parent for b in bindings if b.kind == "class" and b.node.parent is not None]
+        if any(attr in _plain_methods(c) for c in classes):
+            self.report(
+                "global-state",
+                node,
+                f"`.{attr}` is a method reached through its class, so any object can be passed as `self` and have its "
+                "attributes set; call methods on instances (`obj.method()`)",
+            )
 
     def check_attribute_name(self, node: Node, attr: str) -> bool:
         """Introspection, dunder and private attribute names; False when one was reported."""
@@ -1156,6 +1257,23 @@ class _Checker:
 
     def check_call(self, node: Node, scope: _Scope) -> None:
         fn = _unparen(node.child_by_field_name("function"))
+        member = self.resolve_member(fn)
+        if member is not None and member[0] in NKI_MODULES and member[1] in NKI_TYPES_ONLY:
+            self.report("forbidden-call", fn, f"`{member[1]}` is exported for isinstance checks; allocate tensors with `nl.ndarray`")
+        if member in (("functools", "partial"), ("functools", "partialmethod")):
+            args = node.child_by_field_name("arguments")
+            bound = (
+                [_unparen(a.child_by_field_name("value") or a) if a.type == "keyword_argument" else a for a in _named(args)[1:]]
+                if args is not None
+                else []
+            )
+            for arg in bound:
+                if self.value_class(arg) != "const":
+                    self.report(
+                        "global-state",
+                        arg,
+                        "`functools.partial` keeps this object and hands the same one to every call; bind constants only",
+                    )
         if fn.type == "identifier":
             name = _norm(_text(fn))
             if self.where(name, self.scope_at[fn.id]) != "builtin":
@@ -1166,11 +1284,10 @@ class _Checker:
                 positional, extra = _positional_args(node)
                 if len(positional) != 1 or extra:
                     self.report("forbidden-call", fn, "`type(name, bases, dict)` creates classes at run time; define classes with `class`")
-        elif fn.type == "attribute" and self.in_function(scope):
+        elif fn.type == "attribute":
             method = _norm(_text(fn.child_by_field_name("attribute")))
             if method in _MUTATING_METHODS:
-                root = _chain_root(fn.child_by_field_name("object"))
-                self.check_mutation_root(root, fn, f"`.{method}()`")
+                self.check_item_write(fn.child_by_field_name("object"), fn, f"`.{method}()`")
 
     def check_attribute_function(self, call: Node, fn: Node, name: str, scope: _Scope) -> None:
         positional, _ = _positional_args(call)
@@ -1180,52 +1297,142 @@ class _Checker:
                 "forbidden-call", fn, f"`{name}` needs a plain, non-dunder string literal as the attribute name; write `obj.name` instead"
             )
             return
-        if not self.check_attribute_name(positional[1], literal):
-            return
-        module = self.module_path(positional[0])
-        if module is not None:
-            self.check_member(positional[1], module, literal)
+        self.check_access(positional[0], positional[1], literal, scope)
         if name in ("setattr", "delattr"):
-            root = _chain_root(positional[0])
-            if self.is_module_root(root):
-                self.report_patch(fn, root)
-            elif self.in_function(scope):
-                self.check_mutation_root(root, fn, f"`{name}`")
+            self.check_attribute_write(positional[0], fn)
 
-    def is_module_root(self, root: Node) -> bool:
-        return root.type == "identifier" and self.module_binding(root) is not None
+    # -- writes: what may be changed
+
+    def shared_origin(self, root: Node) -> str | None:
+        """Where the object ``root`` names comes from, when that makes it shared between calls.
+
+        ``"module"``: an imported module or an object taken from one (``state = nl.tile_size``);
+        ``"global"``: a module-level container or object; ``"enclosing"``: a closure variable.
+        Local names are followed through their assignments (``x = TABLE[0]``), so one alias
+        more does not hide the origin; a call's result is a new object and ends the trail
+        (except ``getattr``, which is an attribute read).
+        """
+        stack, seen = [root], set()
+        while stack:
+            n = _unparen(stack.pop())
+            if n.type in ("attribute", "subscript"):
+                stack.append(_chain_root(n))
+            elif n.type == "call":
+                fn = _unparen(n.child_by_field_name("function"))
+                positional, _ = _positional_args(n)
+                if fn.type == "identifier" and _norm(_text(fn)) == "getattr" and positional:
+                    stack.append(positional[0])
+            elif n.type == "identifier" and n.id not in seen:
+                seen.add(n.id)
+                if self.module_binding(n) is not None:
+                    return "module"
+                name = _norm(_text(n))
+                where = self.where(name, self.scope_at[n.id])
+                if where == "enclosing":
+                    return "enclosing"
+                if where == "global" and self.module_class.get(name, "const") != "const":
+                    return "global"
+                if where == "local":
+                    _, bindings = self.lookup(name, self.scope_at[n.id])
+                    stack.extend(b.value for b in bindings if b.kind in ("value", "loop") and b.value is not None)
+        return None
+
+    def resolve_member(self, expr: Node) -> tuple[str, str] | None:
+        """``(module, name)`` when ``expr`` is a module member, reached directly (``np.zeros``), by
+        ``from numpy import zeros`` or through plain aliases (``Z = np.zeros``)."""
+        seen: set[int] = set()
+        while True:
+            expr = _unparen(expr)
+            if expr.type == "attribute":
+                module = self.module_path(expr.child_by_field_name("object"))
+                return (module, _norm(_text(expr.child_by_field_name("attribute")))) if module is not None else None
+            if expr.type != "identifier" or expr.id in seen:
+                return None
+            seen.add(expr.id)
+            _, bindings = self.lookup(_norm(_text(expr)), self.scope_at[expr.id])
+            member = next((b for b in bindings if b.kind == "member"), None)
+            if member is not None:
+                return member.module, member.member
+            values = [b.value for b in bindings if b.kind == "value" and b.value is not None]
+            if len(bindings) != 1 or len(values) != 1:
+                return None
+            expr = values[0]
+
+    def is_own_object(self, ident: Node) -> bool:
+        """``self`` of a method of this file's classes, or a name bound only to new instances of them."""
+        scope, bindings = self.lookup(_norm(_text(ident)), self.scope_at[ident.id])
+        if scope is None or not bindings:
+            return False
+        if scope.kind == "function" and _is_self_parameter(scope, bindings):
+            return True
+        if self.in_function(self.scope_at[ident.id]) and self.where(_norm(_text(ident)), self.scope_at[ident.id]) != "local":
+            return False  # an instance kept outside this call is shared state
+        for b in bindings:
+            value = _unparen(b.value) if b.kind == "value" and b.value is not None else None
+            if value is None or value.type != "call":
+                return False
+            cls = _unparen(value.child_by_field_name("function"))
+            if cls.type != "identifier" or not any(c.kind == "class" for c in self.lookup(_norm(_text(cls)), self.scope_at[cls.id])[1]):
+                return False
+        return True
 
     def report_patch(self, node: Node, root: Node) -> None:
         self.report(
             "global-state",
             node,
-            f"this changes the imported module `{_norm(_text(root))}`, which the harness shares (timers, comparisons, the NKI API); "
-            "never assign to a module's attributes",
+            f"this changes `{_norm(_text(root))}`, which belongs to an imported module the harness shares "
+            "(timers, comparisons, the NKI API); never modify a module or an object taken from one",
         )
 
-    def check_mutation_root(self, root: Node, node: Node, what: str) -> None:
-        """Inside a function, mutation must go through the function's own local names."""
-        if root.type == "identifier":
-            name = _norm(_text(root))
-            where = self.where(name, self.scope_at[root.id])
-            if where == "local" or self.module_binding(root) is not None:
-                return
-            if where == "enclosing":
-                self.report(
-                    "global-state",
-                    node,
-                    f"{what} changes `{name}` of an enclosing function; closure state outlives the call when the inner function "
-                    "is returned or used as a decorator: pass values in and return results instead",
-                )
-            else:
-                self.report(
-                    "global-state",
-                    node,
-                    f"{what} changes module-level `{name}` from inside a function, so state survives between calls; "
-                    "keep per-call data in local variables",
-                )
-        elif root.type == "call":
+    def check_attribute_write(self, obj: Node, node: Node) -> None:
+        """``obj.attr = …``, ``del obj.attr``, ``setattr(obj, …)``: only on ``self`` or a new instance of this file's classes."""
+        root = _chain_root(obj)
+        if self.shared_origin(root) == "module":
+            self.report_patch(node, root)
+            return
+        obj = _unparen(obj)
+        if obj.type == "identifier" and self.is_own_object(obj):
+            return
+        self.report(
+            "global-state",
+            node,
+            "attributes may be set only on `self` in a method, or on a new instance of a class defined in this file; "
+            "other objects (functions, classes, NKI objects, call results) are shared and keep state between calls",
+        )
+
+    def check_item_write(self, obj: Node, node: Node, what: str) -> None:
+        """``obj[i] = …`` or ``obj.append(…)``: never on module objects; inside functions only on the
+        function's own objects (not module-level state, closure variables, call results, or aliases of them)."""
+        root = _chain_root(obj)
+        origin = self.shared_origin(root)
+        if origin == "module":
+            self.report_patch(node, root)
+            return
+        if not self.in_function(self.scope_at[node.id]):
+            return
+        if root.type == "call":
             self.report("global-state", node, f"{what} changes the result of a call, which may be shared state; assign it to a local first")
+            return
+        if root.type != "identifier":
+            return
+        name = _norm(_text(root))
+        where = self.where(name, self.scope_at[root.id])
+        if where == "local" and origin is None:
+            return
+        if "enclosing" in (where, origin):
+            self.report(
+                "global-state",
+                node,
+                f"{what} changes `{name}`, a closure variable of an enclosing function (or an alias of one); closure state "
+                "outlives the call when the inner function is returned or used as a decorator: pass values in and return results",
+            )
+        else:
+            self.report(
+                "global-state",
+                node,
+                f"{what} changes `{name}`, which is (or aliases) module-level state, from inside a function, so it survives "
+                "between calls; keep per-call data in local variables",
+            )
 
     # imports
 
@@ -1260,13 +1467,14 @@ class _Checker:
 
     @staticmethod
     def import_name(item: Node) -> Node:
-        return item.child_by_field_name("name") if item.type == "aliased_import" else item  # type: ignore[return-value]
+        name = item.child_by_field_name("name") if item.type == "aliased_import" else None
+        return name if name is not None else item
 
     # exceptions and context managers
 
     def check_try(self, node: Node, scope: _Scope) -> None:
         for clause in node.named_children:
-            if clause.type in ("except_clause", "except_group_clause"):
+            if clause.type == "except_clause":  # `except*` too
                 body = next((c for c in reversed(clause.named_children) if c.type == "block"), None)
                 stmts = _named(body) if body is not None else []
                 if not stmts or stmts[-1].type != "raise_statement":
@@ -1344,13 +1552,10 @@ class _Checker:
             left = node.child_by_field_name("left")
             targets = _flatten_targets(left) if left is not None else ()
         for target in targets:
-            if target.type not in ("attribute", "subscript"):
-                continue
-            root = _chain_root(target)
-            if self.is_module_root(root):
-                self.report_patch(target, root)
-            elif self.in_function(self.scope_at[target.id]):
-                self.check_mutation_root(root, target, "assigning or deleting here")
+            if target.type == "attribute":
+                self.check_attribute_write(target.child_by_field_name("object"), target)
+            elif target.type == "subscript":
+                self.check_item_write(target.child_by_field_name("value"), target, "assigning or deleting here")
 
     def check_default(self, node: Node, scope: _Scope) -> None:
         value = node.child_by_field_name("value")
@@ -1562,7 +1767,7 @@ def check_source(source: str, filename: str = "<kernel>") -> list[Violation]:
         return [
             Violation(
                 "syntax-error",
-                f"{filename} does not parse here ({what}); fix the syntax",
+                f"the kernel does not parse here ({what}); fix the syntax",
                 row + 1,
                 len(line[:col].decode("utf-8", "replace")) + 1,
             )

@@ -127,14 +127,19 @@ class InputCache:
     atomic rename, so concurrent evaluations never see half a cache.
     """
 
-    MAX_BYTES = 6 * 2**30
+    MAX_BYTES = 4 * 2**30  #: tmpfs is RAM: keep the cache modest
+    MIN_IDLE_S = 600.0  #: never evict an entry used in the last ten minutes (another evaluation may be reading it)
 
     def __init__(self, root: str | None = None) -> None:
         import os
         import tempfile
 
-        base = root or ("/dev/shm" if os.access("/dev/shm", os.W_OK) else tempfile.gettempdir())
-        self.root = os.path.join(base, f"nkiagent-inputs-{os.getuid()}")
+        env_root = os.environ.get("NKIAGENT_INPUT_CACHE")
+        if root or env_root:
+            self.root = str(root or env_root)
+        else:
+            base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+            self.root = os.path.join(base, f"nkiagent-inputs-{os.getuid()}")
         os.makedirs(self.root, exist_ok=True)
 
     def _key(self, task: Task, all_cases: list[Case]) -> str:
@@ -199,9 +204,14 @@ class InputCache:
                 continue
             size = sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path)) if os.path.isdir(path) else 0
             entries.append((os.path.getmtime(path), size, path))
+        import time
+
         total = sum(s for _, s, _ in entries)
-        for _, size, path in sorted(entries):
+        now = time.time()
+        for mtime, size, path in sorted(entries):
             if total <= self.MAX_BYTES:
                 break
+            if now - mtime < self.MIN_IDLE_S:
+                continue
             shutil.rmtree(path, ignore_errors=True)
             total -= size

@@ -124,7 +124,8 @@ def verify(kernel_path: str | Path, task: Task, target: str = "trn2", options: V
     violations = check_source(source, str(path))
     res.add("static_gate", not violations, "; ".join(f"{v.rule} at {v.where(str(path))}" for v in violations))
     if violations:
-        res.verdict = "rejected"
+        # code that does not parse is a compile failure, not a cheat
+        res.verdict = "fail" if all(v.rule == "syntax-error" for v in violations) else "rejected"
         res.reasons.extend(f"static gate [{v.rule}] {v.where(str(path))}: {v.message}" for v in violations)
         res.wall_s = time.perf_counter() - t0
         return res
