@@ -61,6 +61,35 @@ def build_parser() -> argparse.ArgumentParser:
     new.add_argument("--name", help="task name (default: the function name, lower-cased)")
     new.add_argument("--out", help="task file to write (default: tasks/NAME.py)")
 
+    run = sub.add_parser("run", help="run an agent session headless on a task")
+    run.add_argument("--task", required=True, help="builtin task name or task file")
+    run.add_argument("--model", required=True, help="litellm model string (anthropic/…, openai/…, hosted_vllm/…, ollama_chat/…), scripted:PATH or builtin/tuner")
+    run.add_argument("--api-base", help="OpenAI-compatible endpoint for local servers (vLLM, Ollama …)")
+    run.add_argument("--max-turns", type=int, default=30)
+    run.add_argument("--budget-usd", type=float, help="stop when the model cost reaches this")
+    run.add_argument("--approve", choices=["ask", "auto", "never"], default="ask", help="review each edit (ask), apply all (auto) or dry run (never)")
+    run.add_argument("--target", choices=["trn1", "trn2", "trn3"])
+    run.add_argument("--workspace", default=".", help="the repository to work in (default: here)")
+    run.add_argument("--kernel", help="kernel file in the workspace (default: kernels/<task>.py)")
+    run.add_argument("--json", action="store_true", help="print the final summary as JSON")
+
+    demo = sub.add_parser("demo", help="an offline demo session (builtin/tuner model, embedded emulator)")
+    demo.add_argument("--headless", action="store_true", help="run in the terminal without the UI")
+    demo.add_argument("--task", default="vector_add")
+    demo.add_argument("--target", choices=["trn1", "trn2", "trn3"])
+    demo.add_argument("--max-turns", type=int, default=40)
+    demo.add_argument("--json", action="store_true")
+
+    sess = sub.add_parser("sessions", help="list, show or resume stored sessions")
+    sess.add_argument("action", choices=["list", "show", "resume"])
+    sess.add_argument("id", nargs="?")
+    sess.add_argument("--sessions-dir", default="sessions")
+    sess.add_argument("--approve", choices=["ask", "auto", "never"], help="override the session's review mode when resuming")
+
+    undo = sub.add_parser("undo", help="restore the previous snapshot of the session's kernel")
+    undo.add_argument("--session", help="session id (default: the newest)")
+    undo.add_argument("--workspace", default=".")
+
     ops = sub.add_parser("ops", help="list the nki.isa and nki.language APIs the emulator supports")
     ops.add_argument("--json", action="store_true")
     return parser
@@ -96,6 +125,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .commands.task_new import run_task_new
 
         return run_task_new(args)
+    if args.command in ("run", "demo", "sessions", "undo"):
+        from .commands import agent
+
+        return {"run": agent.run_run, "demo": agent.run_demo, "sessions": agent.run_sessions, "undo": agent.run_undo}[args.command](args)
     if args.command == "ops":
         from .commands.simulate import run_ops
 

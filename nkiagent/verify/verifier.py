@@ -148,8 +148,11 @@ def verify(kernel_path: str | Path, task: Task, target: str = "trn2", options: V
             return res
         res.correct = True
         prof_dict, latency, prof = _profile(ans["runs"][0]["trace_path"], task, target, all_cases[0].dims_dict)
+        from ..perf.report import summary_text
+
         res.profile = {k: prof_dict[k] for k in ("engines", "bottleneck", "hbm_read_bytes", "hbm_write_bytes", "dma_count", "flops",
                                                   "mfu_pct", "advice", "hot_lines", "instructions")}
+        res.profile["summary"] = summary_text(prof)
         res.latency_us = latency
         res.model_version = prof.model_version
         res.sol_latency_us = prof.sol_latency_us

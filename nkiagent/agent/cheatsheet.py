@@ -1,0 +1,89 @@
+"""The NKI cheat-sheet the model reads, generated from what the emulator actually supports.
+
+``prompts/nki_cheatsheet.md`` is this module's output, committed; a test regenerates it and
+fails if the two differ, so the sheet never promises an API the emulator lacks.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+__all__ = ["render_cheatsheet", "write_cheatsheet"]
+
+RULES = """\
+# Rules the hardware (and the emulator) enforce
+- Tiles in SBUF/PSUM are 2-D or more with the partition dim first; at most 128 partitions.
+- SBUF per partition: 180224 B (trn1), 212984 B (trn2), 245752 B (trn3), counting every live tile.
+- PSUM: 8 banks of 2 KiB per partition (512 fp32); a matmul result must lie within one bank (trn1/trn2).
+- nc_matmul(dst, stationary[K, M], moving[K, N]): dst[M, N] = stationaryᵀ · moving; K ≤ 128, M ≤ 128,
+  N ≤ 512; operands in SBUF, dst in PSUM and fp32 on trn1/trn2. accumulate=None: the first write overwrites,
+  later matmuls into the same PSUM tile accumulate until another instruction reads it.
+- Engines: TensorE reads SBUF and writes PSUM; GpSimd cannot touch PSUM; dma_copy moves HBM↔SBUF (not PSUM).
+- tensor_tensor needs the same partitions and elements per partition (no broadcasting): use tensor_scalar
+  with a [P, 1] fp32 column to broadcast along the free dims.
+- activation(dst, op, data, bias=[P,1] tile, scale=float or [P,1] fp32): dst = op(data·scale + bias);
+  reduce_op=nl.add with reduce_res=[P,1] sums each row for free.
+- Compute instructions start at partition 0 (or 32/64/96 for ≤ 32 partitions, 0/64 for ≤ 64).
+- Kernel outputs: nl.ndarray(shape, dtype, buffer=nl.shared_hbm), written by DMA, returned.
+
+# Performance (what the cost model rewards)
+- DMAs: ≥ 2 KiB contiguous per partition per transfer; use all 128 partitions; each DMA has ~1.3 µs latency,
+  so keep several in flight (allocate tiles inside loops so iterations overlap).
+- Reuse loaded tiles (hoist loads out of inner loops, block the free dimensions); every reload costs HBM traffic.
+- Keep TensorE busy: bf16 operands (fp32 runs at 1/4 rate), K = M = 128, N = 512; accumulate over K in PSUM.
+- Vector/Scalar costs ~max(64, N) cycles + ~60 fixed per instruction regardless of partitions: fewer, wider
+  instructions; fuse scale/bias/exp into one activation; trn2 VectorE is 2–4× faster on bf16 SBUF data.
+"""
+
+
+def _sig(fn: object) -> str:
+    """``(dst, data, op=nl.add, engine=engine.unknown)``: names and defaults, no annotations."""
+    import enum
+
+    try:
+        params = inspect.signature(fn).parameters.values()  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "(...)"
+    parts = []
+    for p in params:
+        if p.kind is p.VAR_KEYWORD:
+            continue
+        if p.default is p.empty:
+            parts.append(p.name)
+        elif isinstance(p.default, enum.Enum):
+            parts.append(f"{p.name}={type(p.default).__name__}.{p.default.name}")
+        else:
+            parts.append(f"{p.name}={p.default!r}")
+    return "(" + ", ".join(parts) + ")"
+
+
+def _first_line(fn: object) -> str:
+    doc = inspect.getdoc(fn) or ""
+    return doc.splitlines()[0] if doc else ""
+
+
+def render_cheatsheet() -> str:
+    """The cheat-sheet text: rules, then every supported ``nki.isa`` and ``nki.language`` API."""
+    from ..emu import isa, language
+    from ..emu.facade import api_module
+
+    out = ["# NKI cheat-sheet (generated from the nkiagent emulator; NKI 0.3+ API)", "",
+           "import nki; import nki.language as nl; import nki.isa as nisa — kernels are @nki.jit functions.", "", RULES]
+    for title, mod in (("nki.isa", isa), ("nki.language", language)):
+        out.append(f"# {title}")
+        public = api_module(title, mod)
+        for name in public.__all__:
+            fn = getattr(public, name)
+            if inspect.isclass(fn) or not callable(fn) or name[0].isupper():
+                continue
+            prefix = "nisa" if mod is isa else "nl"
+            out.append(f"- {prefix}.{name}{_sig(fn)} — {_first_line(fn)}".rstrip(" —"))
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def write_cheatsheet(path: str | Path | None = None) -> Path:
+    dest = Path(path) if path else Path(__file__).resolve().parents[2] / "prompts" / "nki_cheatsheet.md"
+    dest.write_text(render_cheatsheet())
+    return dest

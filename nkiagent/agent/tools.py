@@ -1,0 +1,193 @@
+"""The builtin tool handlers and the registry that loads tool specs from ``tools/*.json``.
+
+A spec names its handler as ``module:function``; a handler is called as
+``fn(ctx, **arguments)`` and returns a :class:`ToolResult` (or a string). Edit tools only
+*propose*: the graph routes their result through review before anything touches the
+workspace. Kernel code is never executed here: ``evaluate`` and ``profile`` go through the
+verifier's sandboxed worker.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .assets import asset_dirs
+from .types import ToolResult, ToolSpec
+
+__all__ = ["load_tools", "ToolRegistry", "AgentContext", "compact_evaluation"]
+
+
+@dataclass
+class AgentContext:
+    """What tools may use: the workspace, the task, the target and the verifier options."""
+
+    workspace: Any  #: nkiagent.agent.workspace.Workspace
+    task: Any  #: nkiagent.tasks.Task
+    target: str = "trn2"
+    verify_seeds: int = 5
+    evaluations: list[dict[str, Any]] = field(default_factory=list)
+
+    def evaluate(self, path: str, seeds: int | None = None, hidden: bool = True) -> dict[str, Any]:
+        from ..verify.verifier import VerifyOptions, verify
+
+        res = verify(self.workspace.resolve(path), self.task, self.target, VerifyOptions(seeds=seeds or self.verify_seeds, hidden=hidden))
+        out = res.to_dict()
+        self.evaluations.append(out)
+        return out
+
+
+def load_tools(workspace: Path | None = None, only: list[str] | None = None) -> dict[str, ToolSpec]:
+    """Tool specs by name from ``tools/`` (a workspace's ``.nkiagent/tools/`` overrides or adds)."""
+    specs: dict[str, ToolSpec] = {}
+    for d in asset_dirs("tools", workspace):
+        for path in sorted(d.glob("*.json")):
+            data = json.loads(path.read_text())
+            try:
+                spec = ToolSpec(data["name"], data["description"], data["parameters"], data["handler"], bool(data.get("proposes_edit", False)))
+            except KeyError as exc:
+                raise ValueError(f"{path}: a tool spec needs {exc.args[0]!r}") from None
+            specs[spec.name] = spec
+    if only is not None:
+        missing = sorted(set(only) - set(specs))
+        if missing:
+            raise KeyError(f"unknown tool(s) {', '.join(missing)}; available: {', '.join(sorted(specs))}")
+        specs = {k: v for k, v in specs.items() if k in only}
+    return specs
+
+
+class ToolRegistry:
+    """Resolved handlers for a set of tool specs."""
+
+    def __init__(self, specs: dict[str, ToolSpec]) -> None:
+        self.specs = specs
+        self._handlers: dict[str, Callable[..., Any]] = {}
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [s.schema() for s in self.specs.values()]
+
+    def handler(self, name: str) -> Callable[..., Any]:
+        if name not in self._handlers:
+            module, _, fn = self.specs[name].handler.partition(":")
+            self._handlers[name] = getattr(importlib.import_module(module), fn)
+        return self._handlers[name]
+
+    def call(self, ctx: AgentContext, name: str, arguments: dict[str, Any]) -> ToolResult:
+        """Run a tool; unknown tools and bad arguments become error results the model can read."""
+        if name not in self.specs:
+            return ToolResult(f"error: unknown tool {name!r}; available tools: {', '.join(self.specs)}", ok=False)
+        spec = self.specs[name]
+        required = spec.parameters.get("required", [])
+        missing = [r for r in required if r not in arguments]
+        unknown = sorted(set(arguments) - set(spec.parameters.get("properties", {})))
+        if missing or unknown:
+            parts = ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unexpected {', '.join(unknown)}"] if unknown else [])
+            return ToolResult(f"error: bad arguments for {name}: {'; '.join(parts)}", ok=False)
+        try:
+            out = self.handler(name)(ctx, **arguments)
+        except (OSError, ValueError, KeyError, PermissionError) as exc:
+            return ToolResult(f"error: {exc}", ok=False)
+        return out if isinstance(out, ToolResult) else ToolResult(str(out))
+
+
+# -- builtin handlers ---------------------------------------------------------------------------
+def list_files(ctx: AgentContext, path: str = ".") -> ToolResult:
+    files = list(ctx.workspace.list(path))
+    return ToolResult("\n".join(files) if files else "(no files)", data={"files": files})
+
+
+def read_file(ctx: AgentContext, path: str) -> ToolResult:
+    text = ctx.workspace.read(path)
+    numbered = "\n".join(f"{i:4d}  {line}" for i, line in enumerate(text.splitlines(), 1))
+    return ToolResult(numbered, data={"path": path, "chars": len(text)})
+
+
+def write_file(ctx: AgentContext, path: str, content: str) -> ToolResult:
+    old = ctx.workspace.read(path) if ctx.workspace.exists(path) else ""
+    return ToolResult(f"proposed a new version of {path} ({len(content.splitlines())} lines)", edit={"path": path, "old": old, "new": content})
+
+
+def edit_file(ctx: AgentContext, path: str, old: str, new: str) -> ToolResult:
+    text = ctx.workspace.read(path)
+    count = text.count(old) if old else 0
+    if count != 1:
+        where = "does not occur" if count == 0 else f"occurs {count} times"
+        return ToolResult(f"error: `old` {where} in {path}; give an exact, unique snippet (read_file shows the current text)", ok=False)
+    return ToolResult(f"proposed an edit to {path}", edit={"path": path, "old": text, "new": text.replace(old, new, 1)})
+
+
+def compact_evaluation(ev: dict[str, Any]) -> str:
+    """The evaluation a model needs to act: verdict, reasons with file:line, numbers with their source, profile summary."""
+    lines = [f"verdict: {ev['verdict']} (task {ev['task']}, target {ev['target']})"]
+    lines += [f"- {r}" for r in ev.get("reasons", [])[:8]]
+    if ev.get("latency_us") is not None:
+        lines.append(f"latency: {ev['latency_us']:.3f} µs ({ev.get('timing_source')}, {ev.get('model_version')})")
+    if ev.get("verdict") == "pass":
+        if ev.get("speedup") is not None:
+            lines.append(f"baseline: {ev['baseline_latency_us']:.3f} µs → speedup {ev['speedup']:.3f}×")
+        if ev.get("fraction_of_peak") is not None:
+            lines.append(f"speed of light: {ev['sol_latency_us']:.3f} µs → {100 * ev['fraction_of_peak']:.1f}% of peak")
+    summary = ev.get("profile", {}).get("summary")
+    if summary:
+        lines.append("profile:")
+        lines.extend(summary.splitlines()[:32])
+    return "\n".join(lines)
+
+
+def evaluate(ctx: AgentContext, path: str) -> ToolResult:
+    ev = ctx.evaluate(path)
+    data = {k: ev.get(k) for k in ("verdict", "reasons", "latency_us", "speedup", "baseline_latency_us", "timing_source", "code_sha256")}
+    data["profile"] = {"bottleneck": ev.get("profile", {}).get("bottleneck")}
+    return ToolResult(compact_evaluation(ev) + "\n" + json.dumps(data), ok=ev["verdict"] == "pass", data={"evaluation": ev})
+
+
+def profile(ctx: AgentContext, path: str) -> ToolResult:
+    ev = ctx.evaluate(path, seeds=1, hidden=False)
+    if ev["verdict"] != "pass":
+        return ToolResult(compact_evaluation(ev), ok=False, data={"evaluation": ev})
+    prof = ev.get("profile", {})
+    text = prof.get("summary", "") + "\nadvice:\n" + "\n".join(f"- {a}" for a in prof.get("advice", []))
+    return ToolResult(text, data={"evaluation": ev})
+
+
+def _doc_sections() -> list[tuple[str, str]]:
+    sections: list[tuple[str, str]] = []
+    for d in asset_dirs("prompts"):
+        for path in sorted(d.glob("*.md")):
+            title, body = path.stem, []
+            for line in path.read_text().splitlines():
+                if line.startswith("#"):
+                    if body:
+                        sections.append((title, "\n".join(body)))
+                    title, body = line.lstrip("# ").strip(), []
+                else:
+                    body.append(line)
+            if body:
+                sections.append((title, "\n".join(body)))
+    return sections
+
+
+def nki_docs(ctx: AgentContext, query: str) -> ToolResult:
+    words = [w.lower() for w in re.findall(r"\w+", query)]
+    if not words:
+        return ToolResult("error: give a few keywords", ok=False)
+    scored = []
+    for title, body in _doc_sections():
+        text = (title + " " + body).lower()
+        score = sum(text.count(w) for w in words) + 5 * sum(w in title.lower() for w in words)
+        if score:
+            scored.append((score, title, body.strip()))
+    if not scored:
+        return ToolResult(f"no section of the NKI reference mentions {query!r}")
+    best = sorted(scored, key=lambda s: -s[0])[:3]
+    return ToolResult("\n\n".join(f"## {t}\n{b[:1800]}" for _, t, b in best))
+
+
+def submit(ctx: AgentContext, path: str, summary: str) -> ToolResult:
+    ctx.workspace.read(path)  # must exist inside the workspace
+    return ToolResult(f"submitted {path}", submitted=True, data={"path": path, "summary": summary})
