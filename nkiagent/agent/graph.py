@@ -137,6 +137,7 @@ def build_graph(rt: Runtime, checkpointer: Any = None) -> Any:
         out: list[dict[str, Any]] = []
         pending = None
         done, stop = False, ""
+        best = state.get("best")
         for call in _calls(last):
             if pending is not None:
                 out.append(_tool_message(call.id, "skipped: an edit is waiting for review; call this again afterwards"))
@@ -151,7 +152,7 @@ def build_graph(rt: Runtime, checkpointer: Any = None) -> Any:
             rt.emit("tool_result", id=call.id, name=call.name, ok=res.ok, content=res.content[:20000],
                     data={k: v for k, v in res.data.items() if k != "evaluation"})
             if "evaluation" in res.data:
-                _record_evaluation(rt, state, res.data["evaluation"], call.arguments.get("path", ""))
+                best = _record_evaluation(rt, {**state, "best": best}, res.data["evaluation"], call.arguments.get("path", ""))
             if res.edit is not None:
                 from .hunks import diff_hunks, unified_diff
 
@@ -163,7 +164,7 @@ def build_graph(rt: Runtime, checkpointer: Any = None) -> Any:
             out.append(_tool_message(call.id, res.content))
             if res.submitted:
                 done, stop = True, f"submitted: {res.data.get('summary', '')}"
-        update: dict[str, Any] = {"messages": out, "pending": pending}
+        update: dict[str, Any] = {"messages": out, "pending": pending, "best": best}
         if done:
             update.update(done=True, stop_reason=stop)
         return update

@@ -62,11 +62,11 @@ def _model(spec: str, api_base: str | None) -> Any:
 def _runtime(cfg: SessionConfig, session: Session, on_event: Callable[[str, dict[str, Any]], None] | None,
              on_token: Callable[[str], None] | None) -> Runtime:
     from ..tasks import get_task
-    from .workspace import Workspace
+    from .workspace import Workspace, kernel_path
 
     task = get_task(cfg.task)
     ws = Workspace(cfg.workspace)
-    kernel = cfg.kernel_path or ws.kernel_path(task.name)
+    kernel = cfg.kernel_path or kernel_path(task.name)
     ctx = AgentContext(ws, task, cfg.target, cfg.verify_seeds)
     registry = ToolRegistry(load_tools(cfg.workspace, cfg.tools))
     budget = Budget(cfg.max_turns, cfg.budget_usd, cfg.max_seconds)
@@ -85,21 +85,20 @@ def start_session(cfg: SessionConfig, on_event: Callable[[str, dict[str, Any]], 
     """Create the session (store, kernel file if missing) and return (runtime, graph, first input)."""
     from .. import __version__
     from ..tasks import get_task
-    from .workspace import Workspace
+    from .workspace import Workspace, kernel_path
 
     task = get_task(cfg.task)
     ws = Workspace(cfg.workspace)
-    kernel = cfg.kernel_path or ws.kernel_path(task.name)
-    if not ws.exists(kernel):
-        start = _starting_kernel(task)
-        ws.write(kernel, start.read_text(), "setup", f"nkiagent: starting kernel for {task.name}")
+    kernel = cfg.kernel_path or kernel_path(task.name)
     store = SessionStore(cfg.sessions_dir or cfg.workspace / "sessions")
     session = store.create({"task": task.name, "model": cfg.model, "strategy": "refine", "target": cfg.target, "approve": cfg.approve,
                             "kernel_path": kernel, "workspace": str(cfg.workspace), "config": {k: str(v) for k, v in vars(cfg).items()},
                             "versions": {"nkiagent": __version__, "python": sys.version.split()[0]}})
     cfg.kernel_path = kernel
+    if not ws.exists(kernel):  # the session owns the starting kernel it writes, so it may keep editing it
+        ws.write(kernel, _starting_kernel(task).read_text(), session.id, f"nkiagent: starting kernel for {task.name}")
     rt = _runtime(cfg, session, on_event, on_token)
-    if not ws.is_git:
+    if ws.warning:
         rt.emit("note", text=ws.warning)
     rt.emit("session_start", task=task.name, model=cfg.model, target=cfg.target, approve=cfg.approve, kernel_path=kernel)
     graph = build_graph(rt, _checkpointer(session))

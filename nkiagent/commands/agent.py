@@ -167,9 +167,11 @@ def run_undo(args: argparse.Namespace) -> int:
     if sid is None:
         print("nkiagent undo: no session to undo", file=sys.stderr)
         return 2
+    from ..agent.workspace import WorkspaceError
+
     try:
         path, sha = Workspace(ws_root).undo(sid)
-    except (ValueError, KeyError, RuntimeError) as exc:
+    except (WorkspaceError, ValueError, KeyError) as exc:
         print(f"nkiagent undo: {exc}", file=sys.stderr)
         return 1
     store.open(sid).append("note", text=f"undo: restored {path} to {sha}")
