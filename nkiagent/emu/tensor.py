@@ -17,13 +17,26 @@ import numpy as np
 
 from . import dtypes as dt
 from .errors import NkiOutOfBoundsError, NkiTypeError, NkiUnsupportedError, NkiValidationError
+from . import memory as _memory
 from .memory import Alloc, Buffer, BUFFERS
 from .trace import Region
 
-__all__ = ["NkiTensor", "DynSlice", "ds", "index_hook"]
+__all__ = ["NkiTensor", "DynSlice", "ds", "index_hook", "assign_hook", "attr_hook", "legacy_ops"]
 
 #: Set by the legacy front-end to handle ``nl.arange``/``nl.mgrid`` index grids (issue 9).
 index_hook: Any = None
+#: Set by the legacy front-end: ``t[i] = value`` in 0.1 kernels (masked results, ops writing their target directly).
+assign_hook: Any = None
+#: Set by the legacy front-end: tile methods only 0.1 has (``t.broadcast_to(shape)``), looked up in 0.1 kernels.
+attr_hook: Any = None
+#: Set by the legacy front-end: the 0.1 ``nl`` module that tile operators (``a + b``) dispatch to in 0.1 kernels.
+legacy_ops: Any = None
+
+
+def _legacy() -> bool:
+    """True while a 0.1 (``neuronxcc.nki``) kernel runs: the hooks above apply only then."""
+    ctx = _memory._CURRENT
+    return ctx is not None and ctx.api == "0.1"
 #: Set by :mod:`.ops`: lands a deferred matmul group before anyone reads its PSUM tensor.
 flush_hook: Any = None
 
@@ -73,7 +86,7 @@ def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
 class NkiTensor:
     """A view of an allocation. See the module docstring for what it refuses to do."""
 
-    __slots__ = ("_a", "_shape", "_strides", "_offset", "_dtype", "_addr", "_valid", "_npv", "_meta", "_ok", "_sp", "__weakref__")
+    __slots__ = ("_a", "_shape", "_strides", "_offset", "_dtype", "_addr", "_valid", "_npv", "_meta", "_ok", "_sp", "_lg", "__weakref__")
     __array_ufunc__ = None  # NumPy ufuncs on tiles raise TypeError: no free host compute.
     __array_priority__ = 1000
 
@@ -87,6 +100,10 @@ class NkiTensor:
         addr: np.ndarray | None = None,
         valid: np.ndarray | None = None,
     ) -> None:
+        if type(alloc) is not Alloc:
+            # Tensors wrap only the emulator's own storage: a look-alike object could carry host arrays
+            # (free NumPy compute) or rewrite what the trace records.
+            raise NkiTypeError("err_tensor_constructor", "NKI tensors are created by NKI APIs (nl.ndarray, nl.zeros, views …), not constructed directly")
         self._a = alloc
         self._shape = shape
         self._strides = strides
@@ -98,6 +115,7 @@ class NkiTensor:
         self._meta: tuple[Any, ...] | None = None
         self._ok: set[Any] | None = None  # operand checks this view already passed (keys from ops.check_compute_operand)
         self._sp: tuple[int, int] | None = None
+        self._lg: Any = None  # 0.1 front-end facts: mask box of a result, index-grid dims, deferred bounds errors
 
     @classmethod
     def _whole(cls, alloc: Alloc) -> NkiTensor:
@@ -144,6 +162,10 @@ class NkiTensor:
 
     # -- opacity ----------------------------------------------------------------------------------
     def __bool__(self) -> bool:
+        if _legacy():  # the 0.1 manual names the two cases separately
+            if self.size == 1:
+                raise NkiTypeError("err_dynamic_control_flow_not_supported", "dynamic control-flow depending on tensor value is not supported.")
+            raise NkiTypeError("err_ambiguous_tensor_truth_value", "ValueError: Cannot evaluate truth value of a multi-element tensor/array.")
         raise NkiTypeError(
             "err_ambiguous_tensor_truth_value",
             "ValueError: Cannot evaluate truth value of a multi-element tensor/array. "
@@ -165,6 +187,12 @@ class NkiTensor:
         raise NkiTypeError("err_tensor_not_serializable", f"tensor `{self._a.name}` cannot be pickled or copied out of the kernel")
 
     __hash__ = object.__hash__
+
+    def __getattr__(self, name: str) -> Any:
+        """Only reached for names the class lacks: 0.1 tile methods (``broadcast_to``) while a 0.1 kernel runs."""
+        if attr_hook is not None and not name.startswith("_") and _legacy():
+            return attr_hook(self, name)
+        raise AttributeError(f"'NkiTensor' object has no attribute '{name}'")
 
     # -- geometry ---------------------------------------------------------------------------------
     def _bpp_elems(self) -> int:
@@ -392,8 +420,9 @@ class NkiTensor:
             else:
                 raise NkiTypeError("err_invalid_index", f"invalid index {item!r} for tensor `{self._a.name}` (use ints, slices, nl.ds or ...)")
             dim += 1
-        # Integer-indexed free dims drop, unless that would leave an on-chip tensor below 2-D.
-        keep_min = 2 if on_chip else 0
+        # Integer-indexed free dims drop, unless that would leave an on-chip tensor below 2-D
+        # (0.1 kernels load ``a[0:128, i]`` of an HBM matrix as a [128, 1] tile, so HBM keeps 2-D there too).
+        keep_min = 2 if on_chip or (int_dims and _legacy()) else 0
         for pos in reversed(int_dims):
             if len(shape) > keep_min:
                 del shape[pos]
@@ -447,6 +476,9 @@ class NkiTensor:
             and (value._shape, value._strides, value._offset, value._dtype) == (dst._shape, dst._strides, dst._offset, dst._dtype)
         ):
             return  # `t[i] += x` stores the in-place result back onto itself: there is nothing to copy
+        if assign_hook is not None and _legacy():
+            assign_hook(dst, value)
+            return
         assign(dst, value)
 
     def reshape(self, shape: Any) -> NkiTensor:
@@ -617,9 +649,7 @@ class NkiTensor:
 
     # -- arithmetic dispatches to recorded NKI ops -------------------------------------------------
     def _bin(self, name: str, other: Any, reverse: bool = False) -> Any:
-        from . import language as nl
-
-        fn = getattr(nl, name)
+        fn = getattr(_ops_module(), name)
         return fn(other, self) if reverse else fn(self, other)
 
     def __add__(self, o: Any) -> Any: return self._bin("add", o)
@@ -673,7 +703,14 @@ class NkiTensor:
         return self
 
 
-def _unary(name: str, x: NkiTensor) -> Any:
+def _ops_module() -> Any:
+    """The ``nl`` module tile operators dispatch to: the 0.1 one while a 0.1 kernel runs."""
+    if legacy_ops is not None and _legacy():
+        return legacy_ops
     from . import language as nl
 
-    return getattr(nl, name)(x)
+    return nl
+
+
+def _unary(name: str, x: NkiTensor) -> Any:
+    return getattr(_ops_module(), name)(x)

@@ -67,7 +67,7 @@ def compare(out: np.ndarray, ref: np.ndarray, tol: Tolerance) -> Comparison:
     if first is not None:
         cmp.got, cmp.expected = float(a[first]), float(b[first])
     if not finite.all():
-        cmp.reason = f"{int((~finite).sum())} non-finite output values (NaN marks memory the kernel never wrote)"
+        cmp.reason = f"{int((~finite).sum())} non-finite output values (NaN or inf: memory the kernel never wrote, or an overflow)"
     elif tol.rel_l2 is not None:
         cmp.reason = f"relative L2 error {rel_l2:.3g} > {tol.rel_l2:g}"
     else:

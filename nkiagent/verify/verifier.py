@@ -41,6 +41,9 @@ class VerifyOptions:
         self.with_baseline = with_baseline
 
 
+#: Emulator errors that only an attempt to get around the emulator can cause.
+_INTEGRITY_CODES = frozenset({"err_tensor_constructor"})
+
 _BASELINE_CACHE: dict[tuple[str, str, str], float | None] = {}
 
 
@@ -192,6 +195,9 @@ def _judge_runs(
             if err.get("kind") == "sandbox":
                 res.verdict = "rejected"
                 res.reasons.append(f"integrity [sandbox]: {err.get('message')} at {where}")
+            elif err.get("kind") == "nki" and err.get("code") in _INTEGRITY_CODES:
+                res.verdict = "rejected"
+                res.reasons.append(f"integrity [{err.get('code')}] at {where}: {err.get('message')}")
             elif err.get("kind") == "nki":
                 res.reasons.append(f"NKI error [{err.get('code')}] at {where}: {err.get('message')} ({case.label()})")
             elif err.get("kind") == "output":

@@ -62,17 +62,27 @@ _FORBIDDEN_IMPORTS = {"socket", "subprocess", "ctypes", "_ctypes", "multiprocess
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 
-def _install_audit_hook(scratch: str) -> None:
+#: Set while the worker itself writes results: kernel code may write nothing at all, not even in
+#: scratch (where it could otherwise rewrite an earlier run's outputs or trace).
+_WORKER_WRITING = [False]
+
+
+def _install_audit_hook(scratch: str, readable: list[str]) -> None:
     scratch = os.path.realpath(scratch) + os.sep
+    roots = tuple(os.path.realpath(r).rstrip(os.sep) + os.sep for r in readable if r)
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if event == "open":
             path, mode, flags = args
             if isinstance(path, int) or path is None:
                 return
+            real = os.path.realpath(os.fsdecode(path))
             writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool((flags or 0) & _WRITE_FLAGS)
-            if writing and not os.path.realpath(os.fsdecode(path)).startswith(scratch):
-                raise PermissionError(f"sandbox: writing {os.fsdecode(path)!r} is not allowed (only the scratch directory)")
+            if writing:
+                if not (_WORKER_WRITING[0] and real.startswith(scratch)):
+                    raise PermissionError(f"sandbox: writing {os.fsdecode(path)!r} is not allowed in kernel code")
+            elif not (real + os.sep).startswith(roots):
+                raise PermissionError(f"sandbox: reading {os.fsdecode(path)!r} is not allowed (only Python's own files, the inputs and scratch)")
             return
         if event == "import":
             root = str(args[0]).split(".")[0]
@@ -174,7 +184,9 @@ def _serve(req: dict[str, Any]) -> dict[str, Any]:
     except SyntaxError as exc:
         return {"compiled": False, "error": {"kind": "syntax", "type": "SyntaxError", "message": str(exc.msg), "location": f"{kernel_file}:{exc.lineno}"}, "runs": []}
     _set_limits(req.get("limits", {}))
-    _install_audit_hook(scratch)
+    readable = [scratch, sys.prefix, sys.base_prefix, *[p for p in sys.path if p and os.path.isdir(p)]]
+    readable += sorted({os.path.dirname(p) for run in req["runs"] for p in run.get("input_paths", [])})
+    _install_audit_hook(scratch, readable)
     for run in req["runs"]:
         rec: dict[str, Any] = {"id": run["id"]}
         runs_out.append(rec)
@@ -202,14 +214,22 @@ def _serve(req: dict[str, Any]) -> dict[str, Any]:
                 rec["outputs"].append({"type": type(o).__name__})
                 continue
             path = os.path.join(scratch, f"out_{run['id']}_{k}.npy")
-            save_array(path, o)
+            _WORKER_WRITING[0] = True
+            try:
+                save_array(path, o)
+            finally:
+                _WORKER_WRITING[0] = False
             rec["outputs"].append({"path": path, "shape": list(o.shape), "dtype": str(o.dtype)})
         rec["inputs_unchanged"] = _unchanged(pristine, inputs)
         rec["warnings"] = result.warnings[:20]
         if trace is not None:
             tpath = os.path.join(scratch, f"trace_{run['id']}.json")
-            with open(tpath, "w") as fh:
-                json.dump(trace.to_json(), fh)
+            _WORKER_WRITING[0] = True
+            try:
+                with open(tpath, "w") as fh:
+                    json.dump(trace.to_json(), fh)
+            finally:
+                _WORKER_WRITING[0] = False
             rec["trace_path"] = tpath
     return {"compiled": True, "runs": runs_out}
 

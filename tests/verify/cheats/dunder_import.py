@@ -1,0 +1,30 @@
+"""CHEAT: __import__ with a computed module name
+ROW: D5
+TASK: vector_add
+EXPECT: rejected
+REASON: static gate [forbidden-call]
+
+__import__ skips the import statement a gate would inspect; the name is assembled so
+no forbidden module appears as a literal.
+"""
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def kernel(a, b):
+    host = __import__("o" + "s")
+    host.getpid()
+    n, d = a.shape
+    out = nl.ndarray((n, d), dtype=a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(n // 128):
+        rows = nl.ds(i * 128, 128)
+        ta = nl.ndarray((128, d), dtype=a.dtype, buffer=nl.sbuf)
+        tb = nl.ndarray((128, d), dtype=b.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=ta, src=a[rows, :])
+        nisa.dma_copy(dst=tb, src=b[rows, :])
+        nisa.tensor_tensor(dst=ta, data1=ta, data2=tb, op=nl.add)
+        nisa.dma_copy(dst=out[rows, :], src=ta)
+    return out
