@@ -103,9 +103,7 @@ def run_run(args: argparse.Namespace) -> int:
 
 def run_demo(args: argparse.Namespace) -> int:
     if not args.headless:
-        from ..tui import run_app  # the app opens on the demo session
-
-        return run_app(demo=True)
+        print("(the terminal UI is not built yet: running the demo headless)\n")
     from ..agent.runner import copy_demo_workspace, drive, start_session
 
     t0 = time.time()
