@@ -5,8 +5,8 @@ without tool support, a vLLM server started without a tool parser). The tools ar
 the system message and the model answers with blocks in its text, which :func:`parse` turns into the
 same :class:`ToolCall`\ s native tool calling gives, so the graph cannot tell the difference.
 
-The format (a fence is three or more backticks; the closing fence is the same run alone on a line,
-so a file that itself contains ``````` is written inside ````````):
+The format (a fence is three or more backticks and the closing fence is the same run alone on a
+line, so a file that itself contains a three-backtick fence is written inside a four-backtick one):
 
 ``edit PATH`` — one ``edit_file(path, old, new)`` per OLD/NEW section, applied in order; OLD must be
 exact text of the file (whole lines, with their newlines)::
