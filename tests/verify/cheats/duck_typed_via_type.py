@@ -2,7 +2,7 @@
 ROW: A1, A7
 TASK: softmax
 EXPECT: rejected
-REASON: static gate
+REASON: integrity [err_tensor_constructor]
 
 ``duck_typed_tensor`` again, past the rules that stop it: the tensor class comes from
 ``type(x)`` instead of ``nl.NkiTensor``, the host landing zone is a module-level array
