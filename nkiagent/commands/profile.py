@@ -10,26 +10,17 @@ __all__ = ["run_profile"]
 
 
 def run_profile(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from ..emu import NkiError, ShapeSpec
-    from ..emu.dtypes import as_dtype
     from ..perf import profile_kernel
     from ..perf.report import plot_png, summary_text, write_chrome_trace
     from ..perf.specs import get_spec
-    from .simulate import load_kernel, parse_inputs
+    from .simulate import kernel_and_inputs, random_inputs
 
-    try:
-        specs = parse_inputs(args.inputs)
-        kernel = load_kernel(args.kernel, args.kernel_name)
-    except (ValueError, FileNotFoundError, AttributeError, SyntaxError) as exc:
-        print(f"nkiagent profile: {exc}", file=sys.stderr)
+    loaded = kernel_and_inputs(args, "profile")
+    if loaded is None:
         return 2
-    if args.timing_only:
-        inputs = tuple(ShapeSpec(shape, d) for _, shape, d in specs)
-    else:
-        rng = np.random.default_rng(args.seed)
-        inputs = tuple(rng.standard_normal(shape).astype(as_dtype(d)) for _, shape, d in specs)
+    kernel, specs = loaded
+    inputs = tuple(ShapeSpec(shape, d) for _, shape, d in specs) if args.timing_only else random_inputs(specs, args.seed)
     try:
         run = profile_kernel(kernel, inputs, target=args.target, timing_only=args.timing_only)
     except NkiError as exc:

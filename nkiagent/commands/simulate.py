@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["run_simulate", "run_ops", "parse_inputs", "load_kernel"]
+__all__ = ["run_simulate", "run_ops", "parse_inputs", "load_kernel", "kernel_and_inputs", "random_inputs"]
 
 
 def parse_inputs(spec: str) -> list[tuple[str, tuple[int, ...], str]]:
@@ -53,20 +53,37 @@ def load_kernel(path: str, name: str | None) -> Any:
     return kernels[0]
 
 
-def run_simulate(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from ..emu import NkiError, Trace, run_kernel
-    from ..emu.dtypes import as_dtype
-
+def kernel_and_inputs(args: argparse.Namespace, command: str) -> tuple[Any, list[tuple[str, tuple[int, ...], str]]] | None:
+    """Parse ``--inputs`` and load the kernel; print a usage error naming ``command`` and return None on failure."""
     try:
         specs = parse_inputs(args.inputs)
         kernel = load_kernel(args.kernel, args.kernel_name)
     except (ValueError, FileNotFoundError, AttributeError, SyntaxError) as exc:
-        print(f"nkiagent simulate: {exc}", file=sys.stderr)
+        print(f"nkiagent {command}: {exc}", file=sys.stderr)
+        return None
+    return kernel, specs
+
+
+def random_inputs(specs: list[tuple[str, tuple[int, ...], str]], seed: int) -> tuple[Any, ...]:
+    """Standard-normal arrays of the given shapes and dtypes."""
+    import numpy as np
+
+    from ..emu.dtypes import as_dtype
+
+    rng = np.random.default_rng(seed)
+    return tuple(rng.standard_normal(shape).astype(as_dtype(d)) for _, shape, d in specs)
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from ..emu import NkiError, Trace, run_kernel
+
+    loaded = kernel_and_inputs(args, "simulate")
+    if loaded is None:
         return 2
-    rng = np.random.default_rng(args.seed)
-    arrays = [rng.standard_normal(shape).astype(as_dtype(d)) for _, shape, d in specs]
+    kernel, specs = loaded
+    arrays = random_inputs(specs, args.seed)
     trace = Trace()
     try:
         result = run_kernel(kernel, tuple(arrays), target=args.target, trace=trace)
