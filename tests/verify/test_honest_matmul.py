@@ -49,11 +49,7 @@ def _options(kind: str, target: str) -> VerifyOptions:
 def _verify_task(task_name: str) -> dict[Key, EvalResult]:
     """Every evaluation of one task, in order (see the module docstring for why in one thread)."""
     task, kernels = get_task(task_name), _kernels(task_name)
-    return {
-        (task_name, kind, target): verify(kernels[kind], task, target, _options(kind, target))
-        for target in TARGETS
-        for kind in KINDS
-    }
+    return {(task_name, kind, target): verify(kernels[kind], task, target, _options(kind, target)) for target in TARGETS for kind in KINDS}
 
 
 @pytest.fixture(scope="module")
