@@ -61,7 +61,8 @@ class OutputSpec:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Pass when ``|out − ref| ≤ atol + rtol·|ref|`` element-wise, or (``rel_l2`` set) ‖out − ref‖ ≤ rel_l2·‖ref‖."""
+    """Pass when ``|out − ref| ≤ atol·rms(ref) + rtol·|ref|`` element-wise (atol scales with the reference's RMS,
+    so it means the same for ×1000 inputs), or (``rel_l2`` set) ‖out − ref‖ ≤ rel_l2·‖ref‖."""
 
     rtol: float = 1e-5
     atol: float = 1e-5

@@ -33,10 +33,10 @@ from nkiagent.verify.sandbox import Limits
 from nkiagent.verify.verifier import VerifyOptions, verify
 
 #: The level each task is filed under: elementwise and pure data movement at 1; a row
-#: reduction or scan feeding the elementwise pass at 2. Heaviest evaluations first.
+#: reduction or scan feeding the elementwise pass at 2. Heaviest verification first.
 LEVELS = {
-    "gelu": 1, "silu": 1, "rmsnorm": 2, "layernorm": 2, "vector_add": 1,
-    "rope": 1, "softmax": 2, "transpose": 1, "cumsum": 2,
+    "layernorm": 2, "rmsnorm": 2, "silu": 1, "rope": 1, "gelu": 1,
+    "vector_add": 1, "transpose": 1, "softmax": 2, "cumsum": 2,
 }  # fmt: skip
 TARGETS = ("trn2", "trn1", "trn3")
 HONEST_DIR = Path(__file__).resolve().parent / "honest"
@@ -88,7 +88,7 @@ def results(request: pytest.FixtureRequest) -> Iterator[dict[str, Future[dict[Ke
             elif item.originalname == "test_optimized_kernel_is_faster_on_trn2":
                 wanted |= {(params["task_name"], kind, "trn2") for kind in KINDS}
     pool = ThreadPoolExecutor(max_workers=2)
-    futures = {}
+    futures: dict[str, Future[dict[Key, EvalResult]]] = {}
     for task_name in LEVELS:
         keys = [(task_name, kind, target) for target in TARGETS for kind in KINDS if (task_name, kind, target) in wanted]
         if keys:
