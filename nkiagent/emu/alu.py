@@ -139,7 +139,7 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def _gelu_tanh(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
 
 
 def _gelu_dx(x: np.ndarray) -> np.ndarray:
