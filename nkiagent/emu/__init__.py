@@ -2,7 +2,9 @@
 
 Use :func:`install` to make ``import nki`` resolve to the emulator (when AWS's package is
 absent, or always with ``force=True``), then run kernels with ``nki.simulate(kernel)(*arrays)``
-or, with a trace for the cost model, :func:`run_kernel`.
+or, with a trace for the cost model, :func:`run_kernel`. Kernels written for the first API
+generation (``import neuronxcc.nki``, NKI 0.1) run on the same core through the legacy
+front-end in :mod:`nkiagent.emu.legacy` (``run_kernel(..., api="0.1")``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ __all__ = [
     "install",
     "uninstall",
     "real_nki_available",
+    "real_neuronxcc_available",
     "run_kernel",
     "simulate",
     "jit",
@@ -53,6 +56,7 @@ __all__ = [
 ]
 
 _SHIM_MODULES = ("nki", "nki.language", "nki.isa", "nki.typing")
+_LEGACY_MODULES = ("neuronxcc", "neuronxcc.nki", "neuronxcc.nki.language", "neuronxcc.nki.isa", "neuronxcc.nki.typing", "neuronxcc.nki.compiler")
 
 
 def real_nki_available() -> bool:
@@ -78,12 +82,37 @@ def real_nki_available() -> bool:
     return major_minor >= (0, 2) and hasattr(mod, "simulate") and hasattr(isa, "nc_matmul")
 
 
+def real_neuronxcc_available() -> bool:
+    """True when AWS's ``neuronxcc.nki`` (with ``simulate_kernel``) is importable, not our shim."""
+    current = sys.modules.get("neuronxcc")
+    if current is not None and getattr(current, "__name__", "") != "neuronxcc":
+        return False
+    if importlib.util.find_spec("neuronxcc") is None:
+        return False
+    try:
+        return hasattr(importlib.import_module("neuronxcc.nki"), "simulate_kernel")
+    except Exception:
+        return False
+
+
 def install(force: bool = False) -> str:
     """Make ``import nki`` (and ``nki.language``, ``nki.isa``, ``nki.typing``) resolve to the emulator.
 
-    Returns ``"emulator"`` when the shim is in place, ``"real"`` when AWS's package was found
-    and left alone (pass ``force=True`` to shadow it anyway).
+    ``import neuronxcc.nki`` (the 0.1 API, with ``.language``, ``.isa``, ``.typing`` and
+    ``.compiler``) resolves to the emulator's legacy front-end likewise, unless AWS's
+    ``neuronxcc`` is installed. Returns ``"emulator"`` when the ``nki`` shim is in place,
+    ``"real"`` when AWS's package was found and left alone (pass ``force=True`` to shadow
+    both real packages anyway).
     """
+    if force or not real_neuronxcc_available():
+        for name in _LEGACY_MODULES:
+            sys.modules.pop(name, None)
+        from . import neuronxcc as legacy_shim
+
+        sys.modules["neuronxcc"] = legacy_shim
+        sys.modules["neuronxcc.nki"] = legacy_shim.nki
+        for sub in ("language", "isa", "typing", "compiler"):
+            sys.modules[f"neuronxcc.nki.{sub}"] = getattr(legacy_shim.nki, sub)
     if not force and real_nki_available():
         return "real"
     for name in _SHIM_MODULES:
@@ -99,9 +128,13 @@ def install(force: bool = False) -> str:
 
 
 def uninstall() -> None:
-    """Remove the emulator's ``nki`` modules from ``sys.modules`` (used by tests)."""
+    """Remove the emulator's ``nki`` and ``neuronxcc`` modules from ``sys.modules`` (used by tests)."""
+    from . import neuronxcc as legacy_shim
     from . import nki as shim
 
     if sys.modules.get("nki") is shim:
         for name in _SHIM_MODULES:
+            sys.modules.pop(name, None)
+    if sys.modules.get("neuronxcc") is legacy_shim:
+        for name in _LEGACY_MODULES:
             sys.modules.pop(name, None)

@@ -21,11 +21,20 @@ __all__ = [
     "NkiTypeError",
     "NkiRuntimeError",
     "NkiWarning",
+    "kernel_frame",
     "kernel_location",
     "warn",
 ]
 
 _EMU_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def kernel_frame(frame: FrameType | None = None) -> FrameType | None:
+    """The innermost frame outside the emulator package (the kernel's line being executed), if any."""
+    f = frame if frame is not None else sys._getframe(1)
+    while f is not None and (f.f_code.co_filename.startswith(_EMU_DIR) or f.f_code.co_filename.startswith("<frozen")):
+        f = f.f_back
+    return f
 
 
 def kernel_location(frame: FrameType | None = None) -> str:
@@ -34,9 +43,7 @@ def kernel_location(frame: FrameType | None = None) -> str:
     Why: errors must point at the line of the user's kernel that caused them, not at
     emulator internals. Walking frames is cheap compared to ``inspect.stack()``.
     """
-    f = frame if frame is not None else sys._getframe(1)
-    while f is not None and (f.f_code.co_filename.startswith(_EMU_DIR) or f.f_code.co_filename.startswith("<frozen")):
-        f = f.f_back
+    f = kernel_frame(frame if frame is not None else sys._getframe(1))
     if f is None:
         return "<unknown>:0"
     return f"{f.f_code.co_filename}:{f.f_lineno}"

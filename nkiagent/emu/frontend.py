@@ -52,6 +52,10 @@ class RunResult:
 class Kernel:
     """A kernel function decorated with ``@nki.jit``; ``kernel[grid]`` sets an SPMD launch grid."""
 
+    #: The API generation the kernel is written in, when its decorator says so (``neuronxcc.nki.jit``: "0.1");
+    #: it overrides the launcher's ``api`` argument, which only guesses from the source.
+    api: str | None = None
+
     def __init__(self, fn: Callable[..., Any], grid: tuple[int, ...] = (), options: dict[str, Any] | None = None) -> None:
         self.fn = fn
         self.grid = grid
@@ -62,10 +66,11 @@ class Kernel:
         g = grid if isinstance(grid, tuple) else (grid,)
         dims: list[int] = []
         for d in g:
-            dims.extend(getattr(d, "_nki_grid", (int(d),)))
+            sub = getattr(d, "_nki_grid", None)  # a grid dim object (0.1 ``nl.nc(2) * 2``) or an int
+            dims.extend(sub if sub is not None else (int(d),))
         if any(d < 1 for d in dims):
             raise NkiValidationError("err_invalid_grid", f"SPMD grid {list(dims)} must have positive sizes", "<launch>:0")
-        return Kernel(self.fn, tuple(dims), self.options)
+        return type(self)(self.fn, tuple(dims), self.options)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         ctx = memory.running()
@@ -153,9 +158,11 @@ def _wrap(ctx: KernelContext, value: Any, name: str, args: list[_Arg], torch_in:
         if isinstance(value, (list, tuple)):
             return type(value)(_wrap(ctx, v, f"{name}[{i}]", args, torch_in) for i, v in enumerate(value))
         return value
-    if arr.dtype == np.float64:
+    if arr.dtype == np.float64 and ctx.api != "0.1":
         raise NkiTypeError("err_kernel_arg_dtype", f"kernel argument `{name}` is float64, which NKI does not support; pass float32", "<launch>:0")
-    d = dt.as_dtype(arr.dtype)
+    # 0.1 kernels are fed float64 arrays (NKIBench passes a float64 epsilon); the legacy simulator computed in
+    # fp32 anyway, so such arguments are stored as float32 (in-place updates are written back as float64).
+    d = dt.float32 if arr.dtype == np.float64 else dt.as_dtype(arr.dtype)
     alloc = ctx.allocate(tuple(arr.shape), d, hbm, name)
     _mark(ctx, alloc, "input")
     alloc.is_input = True
@@ -234,7 +241,8 @@ def run_kernel(
     if memory._CURRENT is not None:
         raise NkiRuntimeError("err_nested_launch", "a kernel launch from inside a running kernel is not supported", "<launch>:0")
     k = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
-    tgt = get_target(target)
+    api = k.api or api
+    tgt = get_target(target if target is not None else k.options.get("platform_target"))  # 0.1's nki.jit(platform_target=)
     ctx = KernelContext(tgt, trace, compute=not timing_only, api=api)
     if trace is not None:
         trace.target = tgt.name
@@ -254,12 +262,19 @@ def run_kernel(
             warnings.simplefilter("always")
             targs = [_wrap(ctx, a, _param_name(k.fn, i), arg_records, torch_in) for i, a in enumerate(args)]
             tkw = {n: _wrap(ctx, v, n, arg_records, torch_in) for n, v in (kwargs or {}).items()}
+            launch = None
+            if api == "0.1":
+                from .legacy.runtime import Launch
+
+                launch = Launch(ctx, k.fn, targs, tkw)
             result: Any = None
             programs = list(itertools.product(*(range(g) for g in grid))) if grid else [()]
             for pid in programs:
                 ctx.program_id = pid
                 ctx.shared_cursor = 0
                 r = k.fn(*targs, **tkw)
+                if launch is not None:
+                    launch.returned(r)
                 if pid == programs[0]:
                     result = r
             flush_matmul_group(ctx)

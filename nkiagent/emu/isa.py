@@ -708,4 +708,6 @@ _IMPLEMENTED = {k for k, v in dict(globals()).items() if callable(v) and not k.s
 
 
 def __getattr__(name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(name)  # the import system's probes (``__path__`` for ``from .x import y``) must see a plain miss
     raise not_emulated(name, "nki.isa", _IMPLEMENTED)

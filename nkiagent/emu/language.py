@@ -675,4 +675,6 @@ _IMPLEMENTED = {k for k, v in dict(globals()).items() if not k.startswith("_")} 
 
 
 def __getattr__(name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(name)  # the import system's probes (``__path__`` for ``from .x import y``) must see a plain miss
     raise not_emulated(name, "nki.language", _IMPLEMENTED)

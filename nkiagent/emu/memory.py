@@ -175,6 +175,12 @@ class KernelContext:
         self.shared: list[Alloc] = []  # shared_hbm allocations, in creation order, for SPMD sharing
         self.shared_cursor = 0
         self.outputs: list[Alloc] = []
+        #: 0.1 kernels: the legacy front-end's per-run state and its check of every recorded write
+        #: (``hook(ctx, op, engine, writes)``, called by :func:`~nkiagent.emu.ops.record` before recording).
+        self.legacy: Any = None
+        self.write_hook: Any = None
+        #: True while ``t += x`` (or ``nl.loop_reduce``) runs: an associative update, not a loop-carried overwrite.
+        self.accumulating = False
 
     # -- allocation ---------------------------------------------------------------------------
     def allocate(

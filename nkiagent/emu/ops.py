@@ -105,6 +105,9 @@ def record(
     """
     if ctx.mm_group is not None and op != "nc_matmul":
         flush_matmul_group(ctx)
+    hook = ctx.write_hook
+    if hook is not None:
+        hook(ctx, op, engine, writes)
     seq = ctx.seq
     for _, t in writes:
         a = t._a
@@ -424,15 +427,20 @@ def accumulate_into(dst: NkiTensor, value: Any, op: str) -> None:
     from . import isa
     from . import language as nl
 
-    pending = getattr(value, "_nki_pending_matmul", None)
-    if pending is not None and op == "add":
-        pending(dst)
-        return
-    fn = getattr(nl, op)
-    if isinstance(value, NkiTensor):
-        isa.tensor_tensor(dst=dst, data1=dst, data2=value, op=fn)
-    else:
-        isa.tensor_scalar(dst=dst, data=dst, op0=fn, operand0=value)
+    ctx = current()
+    ctx.accumulating = True
+    try:
+        pending = getattr(value, "_nki_pending_matmul", None)
+        if pending is not None and op == "add":
+            pending(dst)
+            return
+        fn = getattr(nl, op)
+        if isinstance(value, NkiTensor):
+            isa.tensor_tensor(dst=dst, data1=dst, data2=value, op=fn)
+        else:
+            isa.tensor_scalar(dst=dst, data=dst, op0=fn, operand0=value)
+    finally:
+        ctx.accumulating = False
 
 
 def check_act_range(func: Any, values: np.ndarray, op: str) -> None:

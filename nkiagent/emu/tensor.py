@@ -37,6 +37,8 @@ def _legacy() -> bool:
     """True while a 0.1 (``neuronxcc.nki``) kernel runs: the hooks above apply only then."""
     ctx = _memory._CURRENT
     return ctx is not None and ctx.api == "0.1"
+
+
 #: Set by :mod:`.ops`: lands a deferred matmul group before anyone reads its PSUM tensor.
 flush_hook: Any = None
 
