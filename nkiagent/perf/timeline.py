@@ -222,6 +222,7 @@ def schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
             spaces[key] = sp
         return sp
 
+    lockstep = True
     for ins in trace.instructions:
         cost = instruction_cost(ins, spec)
         costs.append(cost)
@@ -236,7 +237,13 @@ def schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
             ready, signalled = max(ready, t), max(signalled, ts)
         dur = cost.busy_ns
         if cost.engine == "dma":
-            plans = sorted(((q.fill(ready, dur), i) for i, q in enumerate(queues)), key=lambda pi: pi[0][-1][1])[: cost.queues]
+            if lockstep and cost.queues == len(queues):
+                # every DMA so far used all queues, so they hold identical intervals: plan one, apply to all
+                pieces0 = queues[0].fill(ready, dur)
+                plans = [(pieces0, i) for i in range(len(queues))]
+            else:
+                lockstep = False
+                plans = sorted(((q.fill(ready, dur), i) for i, q in enumerate(queues)), key=lambda pi: pi[0][-1][1])[: cost.queues]
             start = min(pieces[0][0] for pieces, _ in plans)
             finish = max(pieces[-1][1] for pieces, _ in plans)
             for pieces, i in plans:
