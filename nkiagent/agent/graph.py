@@ -180,7 +180,7 @@ def build_graph(rt: Runtime, checkpointer: Any = None) -> Any:
             from .hunks import diff_hunks
 
             hunks = [{"index": h.index, "header": h.header, "lines": h.lines} for h in diff_hunks(p["old"], p["new"], p["path"])]
-            decision = interrupt({"kind": "review", "path": p["path"], "diff": p["diff"], "hunks": hunks})
+            decision = interrupt({"kind": "review", "path": p["path"], "diff": p["diff"], "hunks": hunks, "proposed": p["new"]})
             decision = _normalize_decision(decision, len(hunks))
         rt.emit("review_decision", turn=state.get("turn", 0), path=p["path"], decision=decision, mode=rt.approve, tool_call_id=p["tool_call_id"])
         return {"decision": decision}

@@ -19,7 +19,7 @@ from .graph import Budget, Runtime, build_graph
 from .prompts import system_prompt, task_prompt
 from .tools import AgentContext, ToolRegistry, load_tools
 
-__all__ = ["SessionConfig", "SessionOutcome", "start_session", "resume_session", "drive", "terminal_review"]
+__all__ = ["SessionConfig", "SessionOutcome", "start_session", "resume_session", "drive", "terminal_review", "edit_in_editor"]
 
 
 @dataclass
@@ -140,9 +140,11 @@ def terminal_review(payload: dict[str, Any]) -> dict[str, Any]:
     print(payload["diff"])
     n = len(payload["hunks"])
     while True:
-        ans = input(f"apply this edit to {payload['path']}? [a]ccept / [r]eject / hunks e.g. '1,3' of {n} / [f]eedback: ").strip().lower()
+        ans = input(f"apply this edit to {payload['path']}? [a]ccept / [r]eject / hunks e.g. '1,3' of {n} / [e]dit / [f]eedback: ").strip().lower()
         if ans in ("a", "accept", "y", "yes"):
             return {"action": "accept"}
+        if ans in ("e", "edit"):
+            return {"action": "edit", "content": edit_in_editor(payload["proposed"], payload["path"])}
         if ans in ("r", "reject", "n", "no"):
             return {"action": "reject"}
         if ans in ("f", "feedback"):
@@ -153,6 +155,24 @@ def terminal_review(payload: dict[str, Any]) -> dict[str, Any]:
             continue
         if picked and all(1 <= i <= n for i in picked):
             return {"action": "partial", "hunks": picked}
+
+
+def edit_in_editor(text: str, path: str) -> str:
+    """Open the proposed file in ``$EDITOR`` (default ``vi``) and return what the person saved."""
+    import os
+    import shlex
+    import subprocess
+    import tempfile
+
+    suffix = Path(path).suffix or ".txt"
+    with tempfile.NamedTemporaryFile("w", suffix=suffix, delete=False) as fh:
+        fh.write(text)
+        tmp = fh.name
+    try:
+        subprocess.call([*shlex.split(os.environ.get("EDITOR", "vi")), tmp])
+        return Path(tmp).read_text()
+    finally:
+        os.unlink(tmp)
 
 
 def drive(rt: Runtime, graph: Any, first: Any, review: Callable[[dict[str, Any]], dict[str, Any]] = terminal_review) -> SessionOutcome:

@@ -181,3 +181,21 @@ def test_demo_headless_reaches_a_faster_pass_kernel(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     summary = json.loads(out.stdout[out.stdout.index("{"):])
     assert summary["best"]["speedup"] > 1.0 and Path(summary["session_dir"], "events.jsonl").is_file()
+
+
+def test_terminal_edit_answer_applies_what_the_editor_saved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from nkiagent.agent import runner
+
+    ws = _repo(tmp_path)
+    editor = tmp_path / "editor.sh"
+    editor.write_text("#!/bin/sh\nsed -i 's/COLS = 256/COLS = 384/' \"$1\"\n")
+    editor.chmod(0o755)
+    monkeypatch.setenv("EDITOR", str(editor))
+    answers = iter(["e"])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(answers))
+    model = _script(tmp_path, [_edit("COLS = 128", "COLS = 256"), SUBMIT])
+    rt, graph, first = start_session(_config(ws, model, "ask"))
+    outcome = drive(rt, graph, first, runner.terminal_review)
+    assert "COLS = 384" in (ws / "kernels" / "vector_add.py").read_text()
+    events = read_events(outcome.session.events_path)
+    assert [e["decision"]["action"] for e in events if e["type"] == "review_decision"] == ["edit"]
