@@ -26,7 +26,7 @@ from .targets import Target, get_target
 from .tensor import NkiTensor
 from .trace import Trace
 
-__all__ = ["Kernel", "jit", "simulate", "run_kernel", "RunResult", "ShapeSpec"]
+__all__ = ["Kernel", "jit", "simulate", "run_kernel", "RunResult", "ShapeSpec", "torch_to_numpy", "numpy_to_torch"]
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,8 @@ def simulate(kernel: Any, *, target: str | Target | None = None, trace: Trace | 
     return call
 
 
-def _torch_to_numpy(x: Any) -> np.ndarray | None:
+def torch_to_numpy(x: Any) -> np.ndarray | None:
+    """A NumPy view of a torch CPU tensor (bf16 kept bit-exact), or None when ``x`` is not a torch tensor."""
     mod = type(x).__module__
     if not mod.startswith("torch"):
         return None
@@ -121,7 +122,8 @@ def _torch_to_numpy(x: Any) -> np.ndarray | None:
     return t.numpy()
 
 
-def _numpy_to_torch(a: np.ndarray) -> Any:
+def numpy_to_torch(a: np.ndarray) -> Any:
+    """A torch tensor with ``a``'s values (bf16 kept bit-exact)."""
     import torch
 
     if a.dtype == dt.bfloat16:
@@ -149,7 +151,7 @@ def _wrap(ctx: KernelContext, value: Any, name: str, args: list[_Arg], torch_in:
         alloc.is_input = True
         alloc.written = True
         return NkiTensor._whole(alloc)
-    arr = _torch_to_numpy(value)
+    arr = torch_to_numpy(value)
     if arr is not None:
         torch_in.append(True)
     elif isinstance(value, np.ndarray):
@@ -210,7 +212,7 @@ def _unwrap(value: Any, to_torch: bool, compute: bool, where: str) -> Any:
         out = np.array(value._np(), copy=True)
         if value.dtype == dt.tfloat32:
             out = out.astype(np.float32)
-        return _numpy_to_torch(out) if to_torch else out
+        return numpy_to_torch(out) if to_torch else out
     if isinstance(value, (tuple, list)):
         return type(value)(_unwrap(v, to_torch, compute, where) for v in value)
     if isinstance(value, dict):

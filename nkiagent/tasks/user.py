@@ -39,23 +39,11 @@ def _import(path: Path) -> Any:
     return module
 
 
-def _to_torch(a: np.ndarray) -> Any:
-    import torch
-
-    if a.dtype == as_dtype("bfloat16"):
-        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
-    return torch.from_numpy(np.ascontiguousarray(a))
-
-
 def _to_numpy(x: Any) -> np.ndarray:
-    if type(x).__module__.startswith("torch"):
-        import torch
+    from ..emu.frontend import torch_to_numpy
 
-        t = x.detach().cpu()
-        if t.dtype == torch.bfloat16:
-            return t.view(torch.int16).numpy().view(as_dtype("bfloat16"))
-        return t.numpy()
-    return np.asarray(x)
+    arr = torch_to_numpy(x)
+    return np.asarray(x) if arr is None else arr
 
 
 def reference_from(path: str | Path, attr: str) -> Callable[..., np.ndarray]:
@@ -86,8 +74,10 @@ def reference_from(path: str | Path, attr: str) -> Callable[..., np.ndarray]:
         if state["torch"]:
             import torch
 
+            from ..emu.frontend import numpy_to_torch
+
             with torch.no_grad():
-                return _to_numpy(fn(*[_to_torch(a) for a in arrays]))
+                return _to_numpy(fn(*[numpy_to_torch(a) for a in arrays]))
         return _to_numpy(fn(*arrays))
 
     return reference
