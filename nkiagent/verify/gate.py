@@ -61,7 +61,8 @@ Rules (``Violation.rule``):
 ``swallowed-exception``
     an ``except`` clause that does not end in ``raise`` (bare or ``raise X from e``), or
     whose ``return``/``yield``/``break``/``continue`` leaves it (the ``try: kernel()
-    except: return reference()`` fallback); ``return``/``break``/``continue`` in
+    except: return reference()`` fallback), or that re-raises as an exception Python
+    swallows (:data:`SWALLOWED_BY_PYTHON`: ``hasattr`` hides an ``AttributeError``); ``return``/``break``/``continue`` in
     ``finally`` (they discard the exception in flight); ``with`` on anything but an NKI
     context manager (``with nl.no_reorder():``), since any ``__exit__`` can swallow.
 ``global-state``
@@ -142,7 +143,7 @@ from tree_sitter import Language, Node, Parser
 __all__ = ["ALLOWED_MODULES", "GATE_VERSION", "Violation", "check_source"]
 
 #: Bump when a rule changes what passes, so stored verdicts can say which gate judged them.
-GATE_VERSION = "1"
+GATE_VERSION = "2"
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,9 @@ ALLOWED_MODULES = frozenset(
     }
 )
 #: The NKI front-ends: their calls are the kernel's real work, their context managers are allowed.
+SWALLOWED_BY_PYTHON = frozenset({"AttributeError", "StopIteration", "StopAsyncIteration", "GeneratorExit"})
+"""Exceptions that ``hasattr``, 3-argument ``getattr``, ``for`` and generators turn into normal control flow."""
+
 NKI_MODULES = frozenset(m for m in ALLOWED_MODULES if m == "nki" or m.startswith(("nki.", "neuronxcc.")))
 #: Allowed modules the gate may import to learn which of their attributes are modules.
 _INTROSPECTABLE = frozenset({"numpy", "math", "functools", "itertools", "typing", "dataclasses", "enum"})
@@ -1485,6 +1489,15 @@ class _Checker:
                         "errors around kernel work may not be swallowed or replaced by a fallback",
                     )
                     continue
+                disguised = self.disguised_raise(clause)
+                if disguised is not None:
+                    self.report(
+                        "swallowed-exception",
+                        disguised[0],
+                        f"an `except` clause may not re-raise as `{disguised[1]}`: hasattr(), 3-argument getattr() and "
+                        "iteration silently swallow it, which hides errors around kernel work",
+                    )
+                    continue
                 escape = self.escapes(clause, ("return_statement", "yield", "break_statement", "continue_statement"))
                 if escape is not None:
                     self.report(
@@ -1500,6 +1513,23 @@ class _Checker:
                         escape,
                         f"`{escape.type.split('_')[0]}` in `finally` discards the exception in flight; move it out of `finally`",
                     )
+
+    def disguised_raise(self, clause: Node) -> tuple[Node, str] | None:
+        """A ``raise`` in ``clause`` of an exception that Python itself swallows (not counting nested functions)."""
+        stack = list(reversed(clause.named_children))
+        while stack:
+            n = stack.pop()
+            if n.type in ("function_definition", "lambda", "class_definition"):
+                continue
+            if n.type == "raise_statement":
+                raised = next(iter(_named(n)), None)
+                if raised is not None and raised.type == "call":
+                    raised = raised.child_by_field_name("function")
+                name = _text(raised).rsplit(".", 1)[-1] if raised is not None else ""
+                if name in SWALLOWED_BY_PYTHON:
+                    return n, name
+            stack.extend(reversed(n.named_children))
+        return None
 
     @staticmethod
     def escapes(clause: Node, kinds: tuple[str, ...]) -> Node | None:

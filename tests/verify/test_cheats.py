@@ -187,22 +187,9 @@ def _leaked(res: EvalResult) -> bool:
     return any("LEAKED" in r for r in res.reasons)
 
 
-def _gate_missed(res: EvalResult) -> bool:
-    return not any(r.startswith("static gate") for r in res.reasons)
-
-
 #: (layer, cheat) → (what is missing and the fix, how to tell the exploit worked); a gap in
 #: one wall that a later wall covers is listed too.
 HOLES: dict[tuple[str, str], tuple[str, Callable[[EvalResult], bool]]] = {
-    (VERIFIER, "hasattr_swallow_fallback"): (
-        (
-            "gap (gate): hasattr(obj, 'name') and getattr(obj, 'name', default) swallow the AttributeError a property "
-            "raises from its except clause, so errors around kernel work are hidden (the correctness check still fails "
-            "the zero fallback); swallowed-exception should also flag an except clause that raises AttributeError, or "
-            "hasattr/3-argument getattr on the file's own objects"
-        ),
-        _gate_missed,
-    ),
     (BELOW_GATE_LAYER, "nki_impl_module"): (
         (
             "hole (emulator): the nki shim package keeps the implementation modules as nki._isa_impl / nki._language_impl, "

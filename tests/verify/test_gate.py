@@ -482,6 +482,37 @@ def test_exception_handlers_must_reraise() -> None:
     )
 
 
+def test_handlers_may_not_reraise_as_exceptions_python_swallows() -> None:
+    assert_marks(
+        kernel(
+            """
+            class Plan:
+                @property
+                def done(self):
+                    try:
+                        pass
+                    except Exception as exc:
+                        raise AttributeError("fast path unavailable") from exc  # !swallowed-exception
+                    return True
+
+            def tiles():
+                try:
+                    yield 1
+                except KeyError:
+                    raise StopIteration  # !swallowed-exception
+
+            @nki.jit
+            def kernel(a, b):
+                try:
+                    pass
+                except ValueError as e:
+                    raise RuntimeError("kept") from e
+                return a
+            """
+        )
+    )
+
+
 def test_only_nki_context_managers_are_allowed() -> None:
     assert_marks(
         kernel(
