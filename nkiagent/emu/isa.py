@@ -652,6 +652,7 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: boo
         open_view[...] = True  # later matmuls into this tile accumulate (auto-detect semantics)
     group.stationary.append(_pf(f32(st), k))
     group.moving.append(_pf(f32(mv), k))
+    group.views.append((st, mv))
     a.written = True
     a.pending = True
 

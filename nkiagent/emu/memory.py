@@ -170,6 +170,7 @@ class KernelContext:
         self.psum_peak = 0
         self.onchip: list[OnChipRecord] = []
         self.mm_group: Any = None  #: consecutive matmuls accumulating into one PSUM tile, computed as one GEMM
+        self.mm_wide: Any = None  #: (operands key, wide product or None): see ops.flush_matmul_group
         self.loops: list[list[Any]] = []  # [uid, kind, iteration]
         self.next_loop = 1
         self.shared: list[Alloc] = []  # shared_hbm allocations, in creation order, for SPMD sharing

@@ -149,7 +149,7 @@ class MatmulGroup:
     runs and before anything reads the tile, so no one can observe the deferral.
     """
 
-    __slots__ = ("dst", "key", "mode", "mask", "rows", "stationary", "moving")
+    __slots__ = ("dst", "key", "mode", "mask", "rows", "stationary", "moving", "views")
 
     def __init__(self, dst: NkiTensor, key: tuple[Any, ...], mode: str, mask: np.ndarray | None, rows: int) -> None:
         self.dst = dst
@@ -159,6 +159,72 @@ class MatmulGroup:
         self.rows = rows
         self.stationary: list[np.ndarray] = []
         self.moving: list[np.ndarray] = []
+        self.views: list[tuple[NkiTensor, NkiTensor]] = []  #: (stationary, moving) operand views, for widening
+
+
+#: Widest stationary block (rows of the product) that a flush computes speculatively.
+WIDE_ROWS_MAX = 4096
+
+
+def _wide_key(g: MatmulGroup) -> tuple[tuple[Any, ...], int, int, list[NkiTensor]] | None:
+    """How the group's stationary pieces widen to full rows of their allocation, if they do.
+
+    Tutorial kernels multiply column slices ``blk[:, bk, c0:c0 + 128]`` of one stationary block
+    by the same moving operands for every ``c0``, each into its own PSUM tile with a read in
+    between. Returns the key shared by those groups (operand allocations, versions and
+    geometry, with ``c0`` taken out), ``c0``, the slice width, and the widened views.
+    """
+    wide: list[NkiTensor] = []
+    parts: list[Any] = []
+    c0 = width = -1
+    for st, mv in g.views:
+        a = st._a
+        if st._addr is not None or mv._addr is not None or len(st._shape) != 2 or st._strides is None or st._strides[1] != 1:
+            return None
+        last = a.shape[-1]
+        off = st._offset % last
+        k, m = st._shape
+        if c0 < 0:
+            c0, width = off, m
+        if off != c0 or m != width or c0 + m > last or last <= m or last > WIDE_ROWS_MAX:
+            return None
+        wide.append(st._view((k, last), st._strides, st._offset - c0))
+        parts.append((a.uid, a.version, st._offset - c0, st._strides, mv._a.uid, mv._a.version, mv._offset, mv._shape, mv._strides))
+    return tuple(parts), c0, width, wide
+
+
+def _stationary_t(pieces: list[np.ndarray]) -> np.ndarray:
+    # stationaryᵀ laid out C-contiguous [M, K]: OpenBLAS runs this shape ~1.5× faster than a transposed view
+    return np.ascontiguousarray(pieces[0].T) if len(pieces) == 1 else np.concatenate([s.T for s in pieces], axis=1)
+
+
+def _product(ctx: KernelContext, g: MatmulGroup) -> np.ndarray:
+    """The group's ``stationaryᵀ · moving``, from a wider product of the same operands when one exists.
+
+    When a second group shows the column-slice pattern of :func:`_wide_key`, one GEMM computes
+    the rows of every slice of the block at once and later groups take their rows from it: a
+    few large GEMMs instead of many 128-row ones, which BLAS runs several times slower per FLOP.
+    The rows are the same dot products, so only the summation order inside BLAS can differ.
+    """
+    wk = _wide_key(g)
+    stationary = g.stationary
+    if wk is not None:
+        key, c0, width, wide = wk
+        seen = ctx.mm_wide
+        if seen is None or seen[0] != key:
+            ctx.mm_wide = (key, None)
+        elif seen[1] is not None:
+            return seen[1][c0 : c0 + width]
+        else:
+            k = stationary[0].shape[0]
+            full = _stationary_t([f32(w).reshape(k, -1) for w in wide]) @ _moving(g)
+            ctx.mm_wide = (key, full)
+            return full[c0 : c0 + width]
+    return _stationary_t(stationary) @ _moving(g)
+
+
+def _moving(g: MatmulGroup) -> np.ndarray:
+    return g.moving[0] if len(g.moving) == 1 else np.concatenate(g.moving, axis=0)
 
 
 def flush_matmul_group(ctx: KernelContext | None = None) -> None:
@@ -170,10 +236,7 @@ def flush_matmul_group(ctx: KernelContext | None = None) -> None:
     ctx.mm_group = None
     dst = g.dst
     dst._a.pending = False
-    # stationaryᵀ laid out C-contiguous [M, K]: OpenBLAS runs this shape ~1.5× faster than a transposed view
-    st_t = np.ascontiguousarray(g.stationary[0].T) if len(g.stationary) == 1 else np.concatenate([s.T for s in g.stationary], axis=1)
-    mv = g.moving[0] if len(g.moving) == 1 else np.concatenate(g.moving, axis=0)
-    prod = st_t @ mv
+    prod = _product(ctx, g)
     cur = dst._np() if dst._addr is None else None
     if g.mode == "accumulate" and cur is not None and cur.dtype == np.float32:
         np.add(cur, prod.reshape(cur.shape), out=cur)  # in place, no temporaries

@@ -690,6 +690,41 @@ def test_nc_matmul_accumulate_semantics(calls: list[Any], factor: int) -> None:
     np.testing.assert_allclose(run(_matmul_kernel(64, 32, 128, calls), a, b), expect, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("rewrite_between", [False, True])
+def test_nc_matmul_column_slices_of_one_block_match_numpy(rewrite_between: bool) -> None:
+    """Column slices of one stationary block times the same moving tiles (the tutorial pattern the
+    emulator lands as one wide GEMM); rewriting the block or the moving tile midway must be seen."""
+    a, b = randn((256, 512), seed=40), randn((256, 128), seed=41)
+
+    def k(x: Any, y: Any) -> Any:
+        blk = nl.ndarray((128, 2, 512), nl.float32, buffer=nl.sbuf)
+        mv = nl.ndarray((128, 2, 128), nl.float32, buffer=nl.sbuf)
+        for kt in nl.affine_range(2):
+            nisa.dma_copy(dst=blk[:, kt, :], src=x[kt * 128 : (kt + 1) * 128, :])
+            nisa.dma_copy(dst=mv[:, kt, :], src=y[kt * 128 : (kt + 1) * 128, :])
+        out = nl.ndarray((512, 128), nl.float32, buffer=nl.shared_hbm)
+        for c in nl.sequential_range(4):
+            if rewrite_between and c == 2:
+                nisa.activation(dst=blk[:, 0, :], op=nl.copy, data=blk[:, 0, :], scale=2.0)
+                nisa.activation(dst=mv[:, 1, :], op=nl.copy, data=mv[:, 1, :], scale=3.0)
+            p = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
+            for kt in nl.affine_range(2):
+                nisa.nc_matmul(dst=p, stationary=blk[:, kt, c * 128 : (c + 1) * 128], moving=mv[:, kt, :])
+            s = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=s, src=p)
+            nisa.dma_copy(dst=out[c * 128 : (c + 1) * 128, :], src=s)
+        return out
+
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    expect = a64.T @ b64
+    if rewrite_between:
+        a2, b2 = a64.copy(), b64.copy()
+        a2[:128] *= 2.0
+        b2[128:] *= 3.0
+        expect[256:] = (a2.T @ b2)[256:]
+    np.testing.assert_allclose(run(k, a, b), expect, rtol=1e-4, atol=1e-4)
+
+
 def test_nc_matmul_first_write_overwrites_psum_initialized_by_memset() -> None:
     a, b = randn((32, 16), seed=36), randn((32, 64), seed=37)
 
