@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from types import FrameType
+from types import CodeType, FrameType
 
 __all__ = [
     "NkiError",
@@ -29,10 +29,25 @@ __all__ = [
 _EMU_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
+_INTERNAL: dict[CodeType, bool] = {}  #: code object → belongs to the emulator (or frozen bootstrap code)
+
+
+def _internal(code: CodeType) -> bool:
+    hit = _INTERNAL.get(code)
+    if hit is None:
+        if len(_INTERNAL) > 4096:  # kernels come and go in a long-lived process: stay bounded
+            _INTERNAL.clear()
+        hit = _INTERNAL[code] = code.co_filename.startswith((_EMU_DIR, "<frozen"))
+    return hit
+
+
 def kernel_frame(frame: FrameType | None = None) -> FrameType | None:
-    """The innermost frame outside the emulator package (the kernel's line being executed), if any."""
+    """The innermost frame outside the emulator package (the kernel's line being executed), if any.
+
+    Called for every traced instruction, so whether a code object is internal is remembered.
+    """
     f = frame if frame is not None else sys._getframe(1)
-    while f is not None and (f.f_code.co_filename.startswith(_EMU_DIR) or f.f_code.co_filename.startswith("<frozen")):
+    while f is not None and _internal(f.f_code):
         f = f.f_back
     return f
 

@@ -75,12 +75,14 @@ class Alloc:
         "version",
         "f32c",
         "pending",
+        "metas",
         "__weakref__",
     )
 
     def __init__(self, uid: int, name: str, memory: str, dtype: np.dtype, shape: tuple[int, ...], pdim: int, compute: bool) -> None:
         self.uid = uid
         self.name = name
+        self.metas: dict[tuple[Any, ...], tuple[Any, ...]] = {}  #: trace facts of this storage's direct views (ops._access)
         self.memory = memory
         self.dtype = dtype
         self.shape = shape

@@ -68,10 +68,16 @@ def engine_name(engine: Any, default: str) -> str:
 
 
 def _access(role: str, t: NkiTensor) -> Access:
+    """The trace record of one operand; its facts are computed once per distinct view of a storage."""
     meta = t._meta
     if meta is None:
         a = t._a
         shape = t._shape
+        key = (t._offset, shape, t._strides, t._dtype) if t._addr is None else None
+        meta = a.metas.get(key) if key is not None else None
+        if meta is not None:
+            t._meta = meta
+            return Access(role, *meta)
         size = math.prod(shape)
         parts = (shape[0] if shape else 1) if a.on_chip else 1
         strides = t._strides if t._strides is not None else ()
@@ -88,6 +94,8 @@ def _access(role: str, t: NkiTensor) -> Access:
             t._addr is not None,
         )
         t._meta = meta
+        if key is not None:
+            a.metas[key] = meta
     return Access(role, *meta)
 
 

@@ -152,6 +152,11 @@ class _Lane:
         self.ends: list[float] = []
         self.floor = 0.0
 
+    def copy(self) -> _Lane:
+        lane = _Lane()
+        lane.iv, lane.ends, lane.floor = list(self.iv), list(self.ends), self.floor
+        return lane
+
     def earliest(self, ready: float, dur: float) -> float:
         t = max(ready, self.floor)
         iv = self.iv
@@ -222,7 +227,10 @@ def schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
             spaces[key] = sp
         return sp
 
+    # While every DMA uses all queues they hold identical intervals: one lane stands for all of
+    # them (planned and reserved once), split into independent copies at the first narrower DMA.
     lockstep = True
+    queues = [queues[0]] * len(queues)
     for ins in trace.instructions:
         cost = instruction_cost(ins, spec)
         costs.append(cost)
@@ -238,18 +246,22 @@ def schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
         dur = cost.busy_ns
         if cost.engine == "dma":
             if lockstep and cost.queues == len(queues):
-                # every DMA so far used all queues, so they hold identical intervals: plan one, apply to all
-                pieces0 = queues[0].fill(ready, dur)
-                plans = [(pieces0, i) for i in range(len(queues))]
-            else:
-                lockstep = False
-                plans = sorted(((q.fill(ready, dur), i) for i, q in enumerate(queues)), key=lambda pi: pi[0][-1][1])[: cost.queues]
-            start = min(pieces[0][0] for pieces, _ in plans)
-            finish = max(pieces[-1][1] for pieces, _ in plans)
-            for pieces, i in plans:
+                pieces = queues[0].fill(ready, dur)
+                start, finish = pieces[0][0], pieces[-1][1]
                 for s0, s1 in pieces:
-                    queues[i].reserve(s0, s1 - s0)
-            used: tuple[int, ...] = tuple(sorted(i for _, i in plans))
+                    queues[0].reserve(s0, s1 - s0)
+                used: tuple[int, ...] = tuple(range(len(queues)))
+            else:
+                if lockstep:
+                    lockstep = False
+                    queues = [queues[0].copy() for _ in queues]
+                plans = sorted(((q.fill(ready, dur), i) for i, q in enumerate(queues)), key=lambda pi: pi[0][-1][1])[: cost.queues]
+                start = min(pieces[0][0] for pieces, _ in plans)
+                finish = max(pieces[-1][1] for pieces, _ in plans)
+                for pieces, i in plans:
+                    for s0, s1 in pieces:
+                        queues[i].reserve(s0, s1 - s0)
+                used = tuple(sorted(i for _, i in plans))
         else:
             lane = lanes[cost.engine]
             start = lane.earliest(ready, dur)
