@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import operator
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypedDict
 
@@ -61,6 +63,32 @@ class Runtime:
     on_token: Callable[[str], None] | None = None
     context_chars: int = 60000
     started: float = field(default_factory=time.time)
+    prefetched: tuple[str, Future[ModelTurn]] | None = None  #: the first request, sent before the graph existed
+
+    def prefetch(self, messages: list[dict[str, Any]]) -> None:
+        """Send the first request now, on a thread, while LangGraph is still importing (seconds).
+
+        The first model node takes this answer if it would send exactly these messages; the
+        request is the same one it would have made, only earlier.
+        """
+        sent = condense(messages, self.context_chars)
+        fut: Future[ModelTurn] = Future()
+
+        def run() -> None:
+            try:
+                fut.set_result(self.model.complete(sent, self.tools.schemas(), self.on_token))
+            except BaseException as exc:  # noqa: BLE001 — handed to the model node, which reports it like any model failure
+                fut.set_exception(exc)
+
+        self.prefetched = (json.dumps(sent, sort_keys=True), fut)
+        threading.Thread(target=run, name="nkiagent-first-request", daemon=True).start()
+
+    def complete(self, sent: list[dict[str, Any]]) -> ModelTurn:
+        """The model's answer to ``sent``: the prefetched one when it was for these messages."""
+        pending, self.prefetched = self.prefetched, None
+        if pending is not None and pending[0] == json.dumps(sent, sort_keys=True):
+            return pending[1].result()
+        return self.model.complete(sent, self.tools.schemas(), self.on_token)
 
     def emit(self, type_: str, **fields: Any) -> dict[str, Any]:
         event = self.session.append(type_, **fields)
@@ -111,7 +139,7 @@ def build_graph(rt: Runtime, checkpointer: Any = None) -> Any:
         turn = state.get("turn", 0) + 1
         rt.emit("model_request", turn=turn, model=rt.model.name, messages=sent, tools=list(rt.tools.specs))
         try:
-            answer: ModelTurn = rt.model.complete(sent, rt.tools.schemas(), rt.on_token)
+            answer: ModelTurn = rt.complete(sent)
         except Exception as exc:  # noqa: BLE001 — a model failure ends the session cleanly; nothing is lost
             rt.emit("error", turn=turn, where="model", message=f"{type(exc).__name__}: {exc}")
             return {"done": True, "stop_reason": f"model error: {exc}", "turn": turn}

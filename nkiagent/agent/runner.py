@@ -101,11 +101,13 @@ def start_session(cfg: SessionConfig, on_event: Callable[[str, dict[str, Any]], 
     if ws.warning:
         rt.emit("note", text=ws.warning)
     rt.emit("session_start", task=task.name, model=cfg.model, target=cfg.target, approve=cfg.approve, kernel_path=kernel)
-    graph = build_graph(rt, _checkpointer(session))
     first = {"messages": [{"role": "system", "content": system_prompt(cfg.target, cfg.workspace)},
                           {"role": "user", "content": task_prompt(task, kernel, cfg.target, workspace=cfg.workspace)}],
              "turn": 0, "pending": None, "decision": None, "done": False, "best": None, "nudges": 0,
              "usage": {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}}
+    if not cfg.model.startswith(("scripted:", "builtin/")):
+        rt.prefetch(first["messages"])  # a remote model answers while LangGraph imports; offline models stay in order
+    graph = build_graph(rt, _checkpointer(session))
     return rt, graph, first
 
 

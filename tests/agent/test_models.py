@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from nkiagent.agent.models import LiteLLMModel, ModelError, ScriptedModel, get_model, prewarm
+from nkiagent.agent.models import wire
 from nkiagent.agent.models.textmode import parse, to_text_messages
 from nkiagent.agent.types import Model
 
@@ -27,8 +28,13 @@ pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm"), 
 ASK = [{"role": "system", "content": "You write NKI kernels."}, {"role": "user", "content": "make it faster"}]
 
 
-@pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
+@pytest.fixture(params=["litellm", "wire"])
+def server(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
+    """The fake server, reached through litellm, or through the standard-library path used while litellm loads.
+
+    Every HTTP test runs both ways: retries, errors and parsing must not depend on which one sent.
+    """
+    monkeypatch.setattr(wire, "litellm_loaded", lambda: request.param == "litellm")
     with FakeOpenAI(lifetime_s=60) as srv:
         yield srv
 
@@ -243,3 +249,19 @@ def test_importing_the_models_does_not_import_litellm_but_prewarm_does() -> None
     assert prewarm() is thread
     thread.join(timeout=30)
     assert "litellm" in sys.modules
+
+
+def test_first_request_does_not_wait_for_litellm() -> None:
+    """A fresh process answers its first turn from an OpenAI-protocol server before litellm is imported."""
+    code = (
+        "import sys\nfrom nkiagent.agent.models import get_model\n"
+        "turn = get_model('hosted_vllm/m', api_base=sys.argv[1]).complete([{'role': 'user', 'content': 'hi'}], " + repr(TOOLS) + ")\n"
+        "assert 'litellm' not in sys.modules, 'litellm was imported'\n"
+        "print(turn.content, [(c.name, c.arguments) for c in turn.tool_calls])\n"
+    )
+    with FakeOpenAI(lifetime_s=60) as srv:
+        srv.push(Reply(content="hello", tool_calls=[("evaluate", '{"path": "k.py"}')]))
+        out = subprocess.run([sys.executable, "-c", code, srv.url], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "hello [('evaluate', {'path': 'k.py'})]"
+    assert srv.requests[0]["body"]["model"] == "m" and srv.requests[0]["body"]["tools"] == TOOLS

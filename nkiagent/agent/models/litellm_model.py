@@ -6,7 +6,9 @@ calls and usage. What this module adds is what an unattended refinement session 
 
 - **Lazy import.** ``import litellm`` takes about 5 s. Nothing here imports it at module load;
   :func:`prewarm` starts the import on a daemon thread so ``nkiagent --help`` and the UI's first frame
-  never wait, and the first request finds it loaded. The remote cost map is never fetched.
+  never wait. Until it has finished, requests to OpenAI-protocol servers with an ``api_base``
+  (``openai/…``, ``hosted_vllm/…``) go out through :mod:`.wire` (standard library only), so a
+  session's first request does not wait for it either. The remote cost map is never fetched.
 - **Retries we control.** litellm's and the OpenAI client's own retries are switched off; rate limits
   (429), 5xx, connection errors and timeouts are retried here with capped exponential backoff and
   jitter. Errors a retry cannot fix (bad key, no access, unknown model, bad request, context
@@ -32,7 +34,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from ..types import Message, ModelTurn, ToolCall, Usage
-from . import textmode
+from . import textmode, wire
 from .base import ModelError, tool_call
 
 __all__ = ["LiteLLMModel", "prewarm"]
@@ -87,8 +89,9 @@ class LiteLLMModel:
 
     def complete(self, messages: list[Message], tools: list[dict[str, Any]], on_token: Callable[[str], None] | None = None) -> ModelTurn:
         """One assistant turn for ``messages``; raises :class:`ModelError` when retrying cannot help."""
-        lm = _litellm()
-        self._resolve(lm)
+        lm = None if self._wire_first() else _litellm()
+        if lm is not None:
+            self._resolve(lm)
         self._turns += 1
         if tools and not self.text_mode:
             try:
@@ -100,6 +103,10 @@ class LiteLLMModel:
         turn = self._request(lm, textmode.to_text_messages(messages, tools), [], on_token)
         turn.tool_calls = textmode.parse(turn.content, f"{textmode.TEXT_CALL_ID}{self._turns}_") if tools else []
         return turn
+
+    def _wire_first(self) -> bool:
+        """Send through :mod:`.wire` while litellm is still loading (OpenAI-protocol servers at an ``api_base`` only)."""
+        return self._params is None and bool(self.api_base) and self.provider in wire.WIRE_PROVIDERS and not wire.litellm_loaded()
 
     def _resolve(self, lm: Any) -> None:
         """Learn the provider and its parameters once: an unknown provider is a configuration error, not a retry."""
@@ -126,16 +133,25 @@ class LiteLLMModel:
         return kw
 
     def _request(self, lm: Any, messages: list[Message], tools: list[dict[str, Any]], on_token: Callable[[str], None] | None) -> ModelTurn:
-        """Send with retries; the answer as a :class:`ModelTurn` (tool calls parsed, usage and cost filled in)."""
-        import openai  # loaded by litellm already; every litellm API error derives from openai.OpenAIError
+        """Send with retries; the answer as a :class:`ModelTurn` (tool calls parsed, usage and cost filled in).
 
+        ``lm`` is None while litellm loads: then :mod:`.wire` sends, and its errors are judged the same way.
+        """
+        if lm is None:
+            failure: tuple[type[Exception], ...] = (wire.WireError,)
+        else:
+            import openai  # loaded by litellm already; every litellm API error derives from openai.OpenAIError
+
+            failure = (openai.OpenAIError,)
         kwargs = self._kwargs(messages, tools)
         attempts = self.num_retries + 1
         for attempt in range(1, attempts + 1):
             try:
+                if lm is None:
+                    return self._wire(kwargs, on_token)
                 response = self._stream(lm, kwargs, on_token) if self.stream else lm.completion(**kwargs)
                 break
-            except openai.OpenAIError as exc:
+            except failure as exc:
                 retry, problem = _classify(lm, exc, self.timeout_s)
                 status = getattr(exc, "status_code", None)
                 if tools and _rejects_tools(lm, exc):
@@ -146,6 +162,12 @@ class LiteLLMModel:
                     raise ModelError(self.model, self.provider, f"{problem}{gave_up}: {_detail(exc)}", status_code=status, attempts=attempt) from exc
                 time.sleep(self._delay(attempt, exc))
         return self._turn(lm, response)
+
+    def _wire(self, kwargs: dict[str, Any], on_token: Callable[[str], None] | None) -> ModelTurn:
+        extra = {k: kwargs[k] for k in ("temperature", "max_tokens") if k in kwargs}
+        assert self.api_base is not None  # _wire_first
+        return wire.complete(self.api_base, self.model, kwargs["messages"], kwargs.get("tools", []), api_key=self.api_key,
+                             timeout_s=self.timeout_s, stream=self.stream, extra=extra, on_token=on_token)
 
     def _stream(self, lm: Any, kwargs: dict[str, Any], on_token: Callable[[str], None] | None) -> Any:
         """Stream the answer to ``on_token`` and rebuild the whole response; the timeout bounds the whole answer."""
@@ -201,29 +223,35 @@ def _classify(lm: Any, exc: Exception, timeout_s: float) -> tuple[bool, str]:
     server, for one) to its generic ``APIError``.
     """
     status = getattr(exc, "status_code", None)
-    if isinstance(exc, lm.ContextWindowExceededError):
+
+    def kind(name: str) -> bool:  # litellm's class, or the same failure from the wire path (lm is None)
+        return lm is not None and isinstance(exc, getattr(lm, name))
+
+    if kind("ContextWindowExceededError") or (lm is None and status == 400 and "context" in _detail(exc).lower()):
         return False, "the conversation no longer fits the model's context window"
-    if isinstance(exc, lm.Timeout):  # before APIConnectionError, which it derives from
+    if kind("Timeout") or getattr(exc, "timeout", False):  # before APIConnectionError, which it derives from
         return True, f"no answer within the {timeout_s:g} s timeout"
-    if isinstance(exc, lm.AuthenticationError) or status == 401:
+    if kind("AuthenticationError") or status == 401:
         return False, "authentication failed (HTTP 401): check the API key (--api-key or the provider's environment variable)"
-    if isinstance(exc, lm.PermissionDeniedError) or status == 403:
+    if kind("PermissionDeniedError") or status == 403:
         return False, "permission denied (HTTP 403): this key may not use this model"
-    if isinstance(exc, lm.NotFoundError) or status == 404:
+    if kind("NotFoundError") or status == 404:
         return False, "not found (HTTP 404): check the model name and --api-base"
-    if isinstance(exc, lm.RateLimitError) or status == 429:
+    if kind("RateLimitError") or status == 429:
         return True, "rate limited (HTTP 429)"
-    if isinstance(exc, lm.APIConnectionError):
+    if kind("APIConnectionError") or (lm is None and status is None):
         return True, "could not reach the server"
     if isinstance(status, int) and (status >= 500 or status in (408, 409)):
         return True, f"server error (HTTP {status})"
-    if isinstance(exc, lm.BadRequestError) or status in (400, 422):
+    if kind("BadRequestError") or status in (400, 422):
         return False, f"the provider rejected the request (HTTP {status})"
     return False, f"request failed ({type(exc).__name__}{f', HTTP {status}' if status else ''})"
 
 
 def _rejects_tools(lm: Any, exc: Exception) -> bool:
     """A 400 about tools: vLLM without a tool parser, an Ollama model without tool support, litellm's own check."""
+    if lm is None:
+        return getattr(exc, "status_code", None) == 400 and "tool" in str(exc).lower() and "context" not in str(exc).lower()
     return isinstance(exc, lm.BadRequestError) and not isinstance(exc, lm.ContextWindowExceededError) and "tool" in str(exc).lower()
 
 
@@ -237,6 +265,8 @@ _PREFIXES = re.compile(r"^(?:(?:litellm\.)?\w*(?:Error|Exception|Timeout)\s*[:-]
 
 
 def _retry_after(exc: Exception) -> float:
+    if isinstance(exc, wire.WireError):
+        return exc.retry_after
     response = getattr(exc, "response", None)
     try:
         return float(response.headers.get("retry-after", 0)) if response is not None else 0.0
