@@ -82,7 +82,7 @@ class Alloc:
     def __init__(self, uid: int, name: str, memory: str, dtype: np.dtype, shape: tuple[int, ...], pdim: int, compute: bool) -> None:
         self.uid = uid
         self.name = name
-        self.metas: dict[tuple[Any, ...], tuple[Any, ...]] = {}  #: trace facts of this storage's direct views (ops._access)
+        self.metas: dict[tuple[Any, ...], Any] = {}  #: facts about views of this storage, by geometry (ops._access, ops.check_compute_operand)
         self.memory = memory
         self.dtype = dtype
         self.shape = shape
