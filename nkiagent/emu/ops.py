@@ -68,35 +68,45 @@ def engine_name(engine: Any, default: str) -> str:
 
 
 def _access(role: str, t: NkiTensor) -> Access:
-    """The trace record of one operand; its facts are computed once per distinct view of a storage."""
-    meta = t._meta
-    if meta is None:
-        a = t._a
-        shape = t._shape
-        key = (t._offset, shape, t._strides, t._dtype) if t._addr is None else None
-        meta = a.metas.get(key) if key is not None else None
-        if meta is not None:
-            t._meta = meta
-            return Access(role, *meta)
-        size = math.prod(shape)
-        parts = (shape[0] if shape else 1) if a.on_chip else 1
-        strides = t._strides if t._strides is not None else ()
-        meta = (
-            a.memory,
-            shape,
-            dt.dtype_name(t._dtype),
-            parts,
-            size // max(parts, 1),
-            size * dt.storage_dtype(t._dtype).itemsize,
-            strides,
-            bool(strides) and (strides[-1] == 1 or shape[-1] == 1),
-            t.region(),
-            t._addr is not None,
-        )
-        t._meta = meta
-        if key is not None:
-            a.metas[key] = meta
-    return Access(role, *meta)
+    """The trace record of one operand in one role.
+
+    Records are immutable, so each is built once per distinct view of a storage and role and
+    then shared: a loop that touches the same tiles again and again only looks them up.
+    """
+    accs = t._meta
+    if accs is None:
+        key = (t._offset, t._shape, t._strides, t._dtype) if t._addr is None else None
+        accs = t._a.metas.get(key) if key is not None else None
+        if accs is None:
+            accs = {}
+            if key is not None:
+                t._a.metas[key] = accs
+        t._meta = accs
+    acc = accs.get(role)
+    if acc is None:
+        acc = accs[role] = Access(role, *(next(iter(accs.values()))[1:] if accs else _facts(t)))
+    return acc
+
+
+def _facts(t: NkiTensor) -> tuple[Any, ...]:
+    """Everything :class:`Access` records about a view except its role."""
+    a = t._a
+    shape = t._shape
+    size = math.prod(shape)
+    parts = (shape[0] if shape else 1) if a.on_chip else 1
+    strides = t._strides if t._strides is not None else ()
+    return (
+        a.memory,
+        shape,
+        dt.dtype_name(t._dtype),
+        parts,
+        size // max(parts, 1),
+        size * dt.storage_dtype(t._dtype).itemsize,
+        strides,
+        bool(strides) and (strides[-1] == 1 or shape[-1] == 1),
+        t.region(),
+        t._addr is not None,
+    )
 
 
 def record(
