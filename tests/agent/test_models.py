@@ -265,3 +265,20 @@ def test_first_request_does_not_wait_for_litellm() -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "hello [('evaluate', {'path': 'k.py'})]"
     assert srv.requests[0]["body"]["model"] == "m" and srv.requests[0]["body"]["tools"] == TOOLS
+
+
+def test_turns_sent_before_litellm_loaded_are_priced_on_the_next_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A priced model behind a proxy: the first turn goes out over the wire, its cost is counted with the second."""
+    loaded = {"now": False}
+    monkeypatch.setattr(wire, "litellm_loaded", lambda: loaded["now"])
+    with FakeOpenAI(lifetime_s=60) as srv:
+        srv.push(Reply(content="one", prompt_tokens=1000, completion_tokens=100), Reply(content="two", prompt_tokens=2000, completion_tokens=200))
+        model = LiteLLMModel("openai/gpt-4o-mini", api_base=srv.url, api_key="sk-test", stream=False)
+        first = model.complete(ASK, [])
+        loaded["now"] = True
+        second = model.complete(ASK, [])
+    import litellm
+
+    price = lambda p, c: sum(litellm.cost_per_token(model="openai/gpt-4o-mini", prompt_tokens=p, completion_tokens=c))  # noqa: E731
+    assert first.usage.cost_usd == 0.0 and price(1000, 100) > 0
+    assert second.usage.cost_usd == pytest.approx(price(1000, 100) + price(2000, 200))

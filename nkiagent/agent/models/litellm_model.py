@@ -20,7 +20,8 @@ calls and usage. What this module adds is what an unattended refinement session 
   server rejects ``tools`` (then for the rest of the session).
 - **Streaming** to ``on_token``, the final turn rebuilt with ``litellm.stream_chunk_builder``
   (tool calls included). A retry after a partly streamed answer streams again from the start.
-- **Usage and cost** from the response; ``completion_cost`` is 0.0 for local or unpriced models.
+- **Usage and cost** from the response; ``completion_cost`` is 0.0 for local or unpriced models. Turns
+  sent through :mod:`.wire` are priced once litellm has loaded and added to the next turn's cost.
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ class LiteLLMModel:
         self.provider = model.split("/", 1)[0]  #: refined by litellm on the first call
         self._params: set[str] | None = None  #: the OpenAI parameters litellm supports for this provider
         self._turns = 0
+        self._unpriced: list[tuple[int, int]] = []  #: token counts of turns sent before litellm (and its prices) loaded
 
     def complete(self, messages: list[Message], tools: list[dict[str, Any]], on_token: Callable[[str], None] | None = None) -> ModelTurn:
         """One assistant turn for ``messages``; raises :class:`ModelError` when retrying cannot help."""
@@ -148,7 +150,9 @@ class LiteLLMModel:
         for attempt in range(1, attempts + 1):
             try:
                 if lm is None:
-                    return self._wire(kwargs, on_token)
+                    turn = self._wire(kwargs, on_token)
+                    self._unpriced.append((turn.usage.prompt_tokens, turn.usage.completion_tokens))
+                    return turn
                 response = self._stream(lm, kwargs, on_token) if self.stream else lm.completion(**kwargs)
                 break
             except failure as exc:
@@ -196,8 +200,10 @@ class LiteLLMModel:
         calls: list[ToolCall] = [tool_call(tc.id or f"call_{self._turns}_{i}", tc.function.name or "", tc.function.arguments)
                                  for i, tc in enumerate(msg.tool_calls or [])]
         usage = getattr(response, "usage", None)
+        cost = _cost(lm, response) + sum(_token_cost(lm, self.model, p, c) for p, c in self._unpriced)
+        self._unpriced.clear()  # the cost of turns sent before litellm loaded is counted here, once: budgets stay exact
         return ModelTurn(content=msg.content or "", tool_calls=calls,
-                         usage=Usage(getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0, _cost(lm, response)),
+                         usage=Usage(getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0, cost),
                          model=getattr(response, "model", None) or self.model, finish_reason=choice.finish_reason or "")
 
 
@@ -271,6 +277,13 @@ def _retry_after(exc: Exception) -> float:
     try:
         return float(response.headers.get("retry-after", 0)) if response is not None else 0.0
     except (AttributeError, TypeError, ValueError):
+        return 0.0
+
+
+def _token_cost(lm: Any, model: str, prompt_tokens: int, completion_tokens: int) -> float:
+    try:
+        return float(sum(lm.cost_per_token(model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)))
+    except Exception:  # noqa: BLE001 — as in _cost: unpriced models cost 0.0
         return 0.0
 
 

@@ -129,7 +129,7 @@ def _from_message(doc: dict[str, Any], model: str) -> ModelTurn:
 
 
 def _usage(u: dict[str, Any]) -> Usage:
-    # cost stays 0.0: this path serves self-hosted servers, which litellm does not price either
+    # priced later by LiteLLMModel, once litellm (and its price table) has loaded
     return Usage(int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0), 0.0)
 
 
