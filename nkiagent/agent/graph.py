@@ -274,6 +274,7 @@ def build_graph(rt: Runtime, checkpointer: Any = None) -> Any:
 def _normalize_decision(raw: Any, n_hunks: int) -> dict[str, Any]:
     """Accept ``{"action": accept|reject|partial|edit, "hunks": [1-based…], "content", "feedback"}`` from a UI or terminal."""
     d = dict(raw) if isinstance(raw, dict) else {"action": str(raw)}
+    d.setdefault("feedback", "")  # the feedback template reads it for every rejection (StrictUndefined)
     action = d.get("action", "reject")
     if action == "partial":
         accepted = sorted({int(i) for i in d.get("hunks", d.get("accepted", [])) if 1 <= int(i) <= n_hunks})

@@ -30,3 +30,15 @@ def test_cheatsheet_lists_every_supported_isa_instruction() -> None:
 def test_templates_fail_on_a_missing_value() -> None:
     with pytest.raises(jinja2.UndefinedError):
         render("task.md.j2")
+
+
+@pytest.mark.parametrize(("raw", "expect"), [
+    ({"action": "reject"}, "The reviewer rejected your edit to kernels/k.py."),
+    ({"action": "partial", "hunks": [1, 3]}, "The reviewer applied hunks 1, 3 of 3 of your edit to kernels/k.py and rejected hunks 2."),
+    ({"action": "reject", "feedback": "keep the tile size"}, 'The reviewer rejected your edit to kernels/k.py: "keep the tile size"'),
+])
+def test_review_feedback_renders_with_or_without_the_reviewers_words(raw: dict[str, object], expect: str) -> None:
+    from nkiagent.agent.graph import _normalize_decision
+
+    text = render("feedback.md.j2", decision=_normalize_decision(raw, 3), path="kernels/k.py", total=3, commit="", evaluation="")
+    assert text.strip() == expect
