@@ -44,7 +44,8 @@ class EvalResult:
     fraction_of_peak: float | None = None
     profile: dict[str, Any] = field(default_factory=dict)
     code_sha256: str = ""
-    backend: str = "emulator"
+    backend: str = "emulator"  #: ``emulator``, ``neuron-sim`` or ``neuron-hw``
+    toolchain: dict[str, str] = field(default_factory=dict)  #: versions of the real toolchain that checked or timed it
     wall_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Limits", "WorkerOutcome", "run_worker", "scrubbed_env"]
+__all__ = ["Limits", "WorkerOutcome", "neuron_env", "run_worker", "scrubbed_env"]
 
 _PASS_ENV = ("LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "NEURON_PLATFORM_TARGET_OVERRIDE")
 
@@ -71,6 +71,11 @@ def scrubbed_env(scratch: Path) -> dict[str, str]:
     return env
 
 
+def neuron_env() -> dict[str, str]:
+    """AWS's own configuration variables (``NEURON_*``, ``NKI_*``, e.g. ``NKI_PRECISE_FP``), passed to runs on its toolchain."""
+    return {k: v for k, v in os.environ.items() if k.startswith(("NEURON_", "NKI_"))}
+
+
 def _tail(path: Path, n: int = 2000) -> str:
     try:
         with open(path, "rb") as fh:
@@ -83,8 +88,13 @@ def _tail(path: Path, n: int = 2000) -> str:
 
 
 def run_worker(kernel_path: str | Path, task_path: str | Path | None, runs: list[dict[str, Any]], *, target: str, api: str = "0.3",
-               kernel_name: str | None = None, limits: Limits = Limits(), keep_scratch: bool = False) -> WorkerOutcome:
-    """Run ``runs`` of the kernel in a fresh sandboxed worker and collect its answer."""
+               kernel_name: str | None = None, limits: Limits = Limits(), keep_scratch: bool = False,
+               backend: str = "emulator", package_paths: list[str] | None = None) -> WorkerOutcome:
+    """Run ``runs`` of the kernel in a fresh sandboxed worker and collect its answer.
+
+    ``backend="neuron-sim"`` runs the kernel on AWS's simulator instead of the emulator, importing
+    AWS's packages from ``package_paths`` (where :func:`nkiagent.backends.detect` found them).
+    """
     shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None  # tmpfs: outputs never touch a disk
     scratch = Path(tempfile.mkdtemp(prefix="nkiagent-eval-", dir=shm))
     kernel_copy = scratch / "kernel.py"
@@ -101,6 +111,8 @@ def run_worker(kernel_path: str | Path, task_path: str | Path | None, runs: list
         "api": api,
         "limits": {"cpu_s": limits.cpu_s, "mem_bytes": limits.mem_bytes, "fsize_bytes": limits.fsize_bytes},
     }
+    if backend != "emulator":
+        request.update(backend=backend, package_paths=list(package_paths or []))
     read_fd, write_fd = os.pipe()
     stdout_path = scratch / "stdout.txt"
     t0 = time.perf_counter()
@@ -110,7 +122,7 @@ def run_worker(kernel_path: str | Path, task_path: str | Path | None, runs: list
             stdin=subprocess.PIPE,
             stdout=out,
             stderr=subprocess.STDOUT,
-            env=scrubbed_env(scratch),
+            env=scrubbed_env(scratch) if backend == "emulator" else {**scrubbed_env(scratch), **neuron_env()},
             cwd=scratch,
             pass_fds=(write_fd,),
             start_new_session=True,

@@ -26,7 +26,7 @@ from .inputs import DISTRIBUTIONS, Case, InputCache, cases
 from .result import EvalResult
 from .sandbox import Limits, WorkerOutcome, run_worker
 
-__all__ = ["verify", "VerifyOptions", "baseline_latency"]
+__all__ = ["BACKEND_ENV", "VerifyOptions", "baseline_latency", "verify"]
 
 
 class VerifyOptions:
@@ -112,8 +112,14 @@ def _fail_from_worker(res: EvalResult, out: WorkerOutcome) -> EvalResult:
     return res
 
 
-def verify(kernel_path: str | Path, task: Task, target: str = "trn2", options: VerifyOptions | None = None) -> EvalResult:
-    """Verify one kernel file against ``task`` on ``target``; see the module docstring."""
+def verify(kernel_path: str | Path, task: Task, target: str = "trn2", options: VerifyOptions | None = None,
+           backend: Any = None) -> EvalResult:
+    """Verify one kernel file against ``task`` on ``target``; see the module docstring.
+
+    ``backend`` is a backend name (``emulator``, ``neuron-sim``, ``neuron-hw``, ``auto``; default
+    ``$NKIAGENT_BACKEND`` or ``emulator``) or a :class:`nkiagent.backends.NeuronBackend`; see
+    :func:`_neuron_timing` for what the real toolchain changes.
+    """
     from ..emu.targets import get_target
     from .gate import check_source
 
@@ -123,6 +129,9 @@ def verify(kernel_path: str | Path, task: Task, target: str = "trn2", options: V
     path = Path(kernel_path)
     source = path.read_text()
     res = EvalResult(verdict="fail", task=task.name, target=target, code_sha256=hashlib.sha256(source.encode()).hexdigest())
+    be = _resolve_backend(backend)
+    if be is not None:
+        res.backend, res.toolchain = be.name, be.versions()
 
     violations = check_source(source, str(path))
     res.add("static_gate", not violations, "; ".join(f"{v.rule} at {v.where(str(path))}" for v in violations))
@@ -134,7 +143,8 @@ def verify(kernel_path: str | Path, task: Task, target: str = "trn2", options: V
         return res
 
     runs, all_cases, cache = _runs(task, opts)
-    out = run_worker(path, None, runs, target=target, api=_detect_api(source), limits=opts.limits)
+    real = {} if be is None else {"backend": "neuron-sim", "package_paths": be.toolchain.package_paths()}
+    out = run_worker(path, None, runs, target=target, api=_detect_api(source), limits=opts.limits, **real)
     try:
         if out.answer is None:
             return _fail_from_worker(res, out)
@@ -150,6 +160,8 @@ def verify(kernel_path: str | Path, task: Task, target: str = "trn2", options: V
         if res.verdict == "rejected" or res.reasons:
             return res
         res.correct = True
+        if be is not None and _neuron_timing(res, be, path, source, task, target, ans, out, runs, cache, all_cases, opts):
+            return res
         prof_dict, latency, prof = _profile(ans["runs"][0]["trace_path"], task, target, all_cases[0].dims_dict)
         from ..perf.report import summary_text
 
@@ -178,6 +190,110 @@ def verify(kernel_path: str | Path, task: Task, target: str = "trn2", options: V
         res.wall_s = round(time.perf_counter() - t0, 3)
         if out.scratch:
             shutil.rmtree(out.scratch, ignore_errors=True)
+
+
+#: Default backend of :func:`verify` (``nkiagent run --backend`` sets it for the agent's evaluations).
+BACKEND_ENV = "NKIAGENT_BACKEND"
+
+
+def _resolve_backend(backend: Any) -> Any:
+    """``None`` for the emulator (the unchanged default path), else a ``NeuronBackend``."""
+    import os
+
+    if backend is None:
+        backend = os.environ.get(BACKEND_ENV) or "emulator"
+    if not isinstance(backend, str):
+        return backend
+    if backend == "emulator":
+        return None
+    from ..backends import get_backend
+
+    be = get_backend(backend)
+    return None if be.name == "emulator" else be
+
+
+def _compile_failure(res: EvalResult, err: dict[str, Any], path: Path) -> None:
+    """The real compiler rejected the kernel: its NCC code, the kernel's file:line, the message and what the code means."""
+    where = str(err.get("location", "")).replace("kernel.py", str(path), 1)
+    hint = f" ({err['hint']})" if err.get("hint") else ""
+    res.verdict, res.compiled, res.correct = "fail", False, False
+    res.reasons.append(f"compile error [{err.get('code')}] at {where}: {err.get('message')}{hint}")
+    res.add("neuron_compile", False, res.reasons[-1], code=err.get("code"))
+
+
+def _neuron_timing(res: EvalResult, be: Any, path: Path, source: str, task: Task, target: str, ans: dict[str, Any],
+                   out: WorkerOutcome, runs: list[dict[str, Any]], cache: str, all_cases: list[Case], opts: VerifyOptions) -> bool:
+    """Latency for a kernel the real simulator found correct. True when ``res`` is final.
+
+    ``neuron-sim``: with ``neuronx-cc`` installed the kernel must also compile for the target (compile
+    only, no device). AWS's simulator has no latency model, so the emulator's cost model estimates
+    the latency from one traced run (labelled ``emulator-estimate``; when the emulator cannot run
+    the kernel there is no latency, and the verdict is still ``pass``). ``neuron-hw``: the kernel
+    is compiled and run on a NeuronCore for the first case — its outputs must match the reference
+    too — and timed with the profiler (``neuron-profile``, spread gate); the baseline is measured
+    the same way, and no speedup is claimed from an unstable measurement.
+    """
+    inputs = [np.load(p, allow_pickle=False) for p in InputCache.input_paths(cache, 0, len(task.inputs))]
+    if be.name == "neuron-sim":
+        err = be.check_compile(source, inputs, target) if be.toolchain.neuronx_cc else None
+        if err:
+            _compile_failure(res, err, path)
+            return True
+        est = run_worker(path, None, [dict(runs[0], trace=True)], target=target, api=_detect_api(source), limits=opts.limits)
+        try:
+            rec = est.answer["runs"][0] if est.answer and est.answer.get("runs") else {}
+            if "trace_path" not in rec:
+                res.verdict = "pass"
+                res.add("estimate", False, "the embedded emulator could not run this kernel, so there is no latency estimate")
+                return True
+            assert out.scratch is not None  # the worker answered, so its scratch is kept
+            ans["runs"][0]["trace_path"] = shutil.copy(rec["trace_path"], out.scratch / "emulator_trace.json")
+        finally:
+            if est.scratch:
+                shutil.rmtree(est.scratch, ignore_errors=True)
+        return False
+    from ..perf import speed_of_light
+    from ..perf.report import summary_text
+    from ..perf.specs import get_spec
+
+    run = be.run(source, inputs, target)
+    if run.error:
+        _compile_failure(res, run.error, path)
+        return True
+    cmp = compare(run.outputs[0].reshape(task.output_shape(all_cases[0].dims_dict)) if run.outputs else np.zeros(0),
+                  InputCache.reference(cache, 0), task.tolerance)
+    if not cmp.ok:
+        res.verdict, res.correct = "fail", False
+        res.reasons.append(f"wrong answer on hardware ({all_cases[0].label()}): {cmp.reason}; max abs err {cmp.max_abs_err:.3g}")
+        res.add("hardware_correctness", False, res.reasons[-1])
+        return True
+    res.add("hardware_correctness", True, f"{all_cases[0].label()} within tolerance on {be.name}")
+    prof, meas = run.profile, run.measurement
+    work = task.work(all_cases[0].dims_dict)
+    sol = speed_of_light(get_spec(target), matmul_flops=work["matmul_flops"], vector_elems=work["vector_elems"],
+                         scalar_elems=work["scalar_elems"], hbm_bytes=work["hbm_bytes"])
+    if sol.latency_ns > 0 and prof.latency_us:
+        prof.sol_latency_us = round(sol.latency_ns / 1e3, 3)
+        prof.fraction_of_sol = round(sol.latency_ns / 1e3 / prof.latency_us, 4)
+    res.latency_us, res.timing_source, res.model_version = prof.latency_us, "neuron-profile", prof.model_version
+    res.sol_latency_us, res.fraction_of_peak = prof.sol_latency_us, prof.fraction_of_sol
+    pd = prof.to_dict()
+    res.profile = {k: pd[k] for k in ("engines", "bottleneck", "hbm_read_bytes", "hbm_write_bytes", "dma_count", "flops", "mfu_pct", "advice",
+                                      "hot_lines", "instructions")}
+    res.profile["summary"] = summary_text(prof)
+    res.profile["measurement"] = meas
+    res.add("timing_spread", bool(meas.get("stable")),
+            f"median {meas.get('median_us')} µs over {meas.get('captures')} captures, spread {100 * meas.get('spread', 0):.2f}% "
+            f"(limit {100 * meas.get('spread_limit', 0):.0f}%)")
+    baseline = task.baseline_path()
+    if opts.with_baseline and baseline is not None and baseline.is_file():
+        base = be.run(baseline.read_text(), inputs, target)
+        if base.ok and base.measurement.get("stable"):
+            res.baseline_latency_us = base.latency_us
+    res.verdict = "pass"
+    if res.baseline_latency_us and meas.get("stable"):
+        res.speedup = round(res.baseline_latency_us / prof.latency_us, 4)
+    return True
 
 
 def _judge_runs(

@@ -172,7 +172,13 @@ def _serve(req: dict[str, Any]) -> dict[str, Any]:
     from nkiagent.tasks import load_task_file
     from nkiagent.verify.inputs import make_inputs, save_array
 
-    emu.install(force=True)
+    real_sim = None
+    if req.get("backend") == "neuron-sim":  # AWS's simulator, imported before the audit hook goes in
+        from nkiagent.backends.neuron import real_simulator
+
+        real_sim = real_simulator(req.get("api", "0.3"), req.get("package_paths", []))
+    else:
+        emu.install(force=True)
     # inputs normally arrive as files from the parent's cache; the task is only needed to draw them here
     need_task = any("input_paths" not in run for run in req["runs"])
     task = load_task_file(req["task_path"]) if need_task else None
@@ -189,6 +195,7 @@ def _serve(req: dict[str, Any]) -> dict[str, Any]:
     _set_limits(req.get("limits", {}))
     readable = [scratch, sys.prefix, sys.base_prefix, *[p for p in sys.path if p and os.path.isdir(p)]]
     readable += sorted({os.path.dirname(p) for run in req["runs"] for p in run.get("input_paths", [])})
+    readable += req.get("package_paths", [])
     _install_audit_hook(scratch, readable)
     for run in req["runs"]:
         rec: dict[str, Any] = {"id": run["id"]}
@@ -201,9 +208,14 @@ def _serve(req: dict[str, Any]) -> dict[str, Any]:
         namespace: dict[str, Any] = {"__name__": f"nki_candidate_{run['id']}", "__file__": kernel_file}
         try:
             exec(code, namespace)  # a fresh module per run: no state survives between runs
-            kernel = _pick_kernel(namespace, req.get("kernel_name"))
-            trace = emu.Trace() if run.get("trace") else None
-            result = emu.run_kernel(kernel, tuple(inputs), target=req["target"], trace=trace, api=req.get("api", "0.3"))
+            if real_sim is not None:
+                from nkiagent.backends.neuron import pick_real_kernel
+
+                trace, result = None, real_sim(pick_real_kernel(namespace, req.get("kernel_name")), tuple(inputs))
+            else:
+                kernel = _pick_kernel(namespace, req.get("kernel_name"))
+                trace = emu.Trace() if run.get("trace") else None
+                result = emu.run_kernel(kernel, tuple(inputs), target=req["target"], trace=trace, api=req.get("api", "0.3"))
         except BaseException as exc:  # noqa: BLE001 — every kernel failure is reported, never raised
             if isinstance(exc, KeyboardInterrupt):
                 raise
