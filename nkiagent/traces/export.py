@@ -1,0 +1,471 @@
+"""Sessions → training data: SFT (OpenAI, TRL, ShareGPT), RL (steps, verl, TRL GRPO), preference pairs.
+
+Everything is built from session files alone (:mod:`.trajectory`). Labels follow one rule:
+only honest work is trained on or rewarded. A turn whose edit the verifier or the person
+turned down has SFT weight 0 (OpenAI) or is never a completion (TRL, ShareGPT, whose rows
+are "history → this turn"); a cheat gets the reward spec's lowest tier and its return is
+capped there; a cheat is never the preferred side of a pair.
+
+Rows are scrubbed of personal data (:mod:`.scrub`) and deduplicated by prompt and code hash
+(the kernel a row ends with, or its completion when it carries none).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+from .rewards import DEFAULT_GAMMA, DEFAULT_SPEC, OUTCOMES, RewardSpec, get_spec
+from .scrub import Scrubber
+from .trajectory import Candidate, SessionRecord, Turn, iter_session_dirs, load_session, tool_schemas
+
+__all__ = [
+    "FORMATS",
+    "KINDS",
+    "ExportOptions",
+    "ExportResult",
+    "dataset_card",
+    "export_sessions",
+    "openai_message",
+    "trl_message",
+    "write_hf",
+    "write_rows",
+]
+
+KINDS = ("sft", "rl", "dpo")
+FORMATS = {"sft": ("openai", "trl", "sharegpt"), "rl": ("steps", "verl", "trl-grpo"), "dpo": ("openai", "trl")}
+#: A pass must beat the other by this relative margin to be preferred on speed (timing noise is not a preference).
+SPEED_MARGIN = 0.01
+VERL_ABILITY = "nki-kernel-optimization"
+
+
+@dataclass
+class ExportOptions:
+    spec: str = DEFAULT_SPEC
+    gamma: float = DEFAULT_GAMMA
+    verdict: str = "any"  #: ``pass``: only sessions with a passing candidate
+    min_speedup: float | None = None  #: only sessions whose best pass is at least this fast
+    last_turn_only: bool = False  #: SFT: train on the last trainable turn only
+    exclude_tasks: tuple[str, ...] = ()  #: task names or glob patterns held out for evaluation
+    dedup: bool = True
+    scrub: bool = True
+
+
+@dataclass
+class ExportResult:
+    kind: str
+    format: str
+    rows: list[dict[str, Any]]
+    spec: RewardSpec
+    options: ExportOptions
+    stats: Counter[str] = field(default_factory=Counter)
+    tasks: Counter[str] = field(default_factory=Counter)
+    models: Counter[str] = field(default_factory=Counter)
+    strategies: Counter[str] = field(default_factory=Counter)
+    verdicts: Counter[str] = field(default_factory=Counter)
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+
+# -- message shapes -----------------------------------------------------------------------------
+
+def _args_text(raw: Any) -> str:
+    """Arguments as the JSON string OpenAI wants (a model's invalid JSON is wrapped, not dropped)."""
+    if isinstance(raw, str):
+        try:
+            json.loads(raw)
+            return raw
+        except ValueError:
+            return json.dumps({"_raw": raw})
+    return json.dumps(raw if raw is not None else {})
+
+
+def _args_dict(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, dict):
+        return raw
+    try:
+        out = json.loads(raw) if isinstance(raw, str) and raw else {}
+    except ValueError:
+        return {"_raw": raw}
+    return out if isinstance(out, dict) else {"_value": out}
+
+
+def openai_message(m: dict[str, Any], weight: int | None = None) -> dict[str, Any]:
+    """One message in OpenAI fine-tuning shape (only the keys that format allows)."""
+    role = m.get("role", "user")
+    content = m.get("content")
+    if role == "assistant":
+        out: dict[str, Any] = {"role": "assistant", "content": content if isinstance(content, str) else None}
+        calls = m.get("tool_calls") or []
+        if calls:
+            out["tool_calls"] = [{"id": str(tc.get("id") or f"call_{i}"), "type": "function",
+                                  "function": {"name": (tc.get("function") or {}).get("name", ""),
+                                               "arguments": _args_text((tc.get("function") or {}).get("arguments"))}}
+                                 for i, tc in enumerate(calls)]
+            if out["content"] == "":
+                out["content"] = None
+        elif out["content"] is None:
+            out["content"] = ""
+        if weight is not None:
+            out["weight"] = weight
+        return out
+    if role == "tool":
+        return {"role": "tool", "tool_call_id": str(m.get("tool_call_id", "")), "content": content if isinstance(content, str) else ""}
+    return {"role": role if role in ("system", "user") else "user", "content": content if isinstance(content, str) else ""}
+
+
+def trl_message(m: dict[str, Any], call_names: dict[str, str]) -> dict[str, Any]:
+    """One message in TRL's conversational tool format: arguments as a dict, tool results named."""
+    role = m.get("role", "user")
+    content = m.get("content") if isinstance(m.get("content"), str) else ""
+    if role == "assistant":
+        out: dict[str, Any] = {"role": "assistant", "content": content}
+        calls = m.get("tool_calls") or []
+        if calls:
+            out["tool_calls"] = [{"type": "function", "function": {"name": (tc.get("function") or {}).get("name", ""),
+                                                                   "arguments": _args_dict((tc.get("function") or {}).get("arguments"))}}
+                                 for tc in calls]
+            for tc in calls:
+                call_names[str(tc.get("id", ""))] = (tc.get("function") or {}).get("name", "")
+        return out
+    if role == "tool":
+        return {"role": "tool", "name": call_names.get(str(m.get("tool_call_id", "")), ""), "content": content}
+    return {"role": role if role in ("system", "user") else "user", "content": content}
+
+
+def _trl_messages(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    names: dict[str, str] = {}
+    return [trl_message(m, names) for m in msgs]
+
+
+def _hermes_text(m: dict[str, Any]) -> str:
+    """An assistant message as plain text with Hermes-style ``<tool_call>`` blocks (verl's default tool format)."""
+    parts = [m.get("content") or ""]
+    for tc in m.get("tool_calls") or []:
+        fn = tc.get("function") or {}
+        parts.append("<tool_call>\n" + json.dumps({"name": fn.get("name", ""), "arguments": _args_dict(fn.get("arguments"))}) + "\n</tool_call>")
+    return "\n".join(p for p in parts if p)
+
+
+def _plain(msgs: list[dict[str, Any]]) -> list[dict[str, str]]:
+    out = []
+    for m in msgs:
+        role = m.get("role", "user")
+        text = _hermes_text(m) if role == "assistant" else (m.get("content") if isinstance(m.get("content"), str) else "")
+        out.append({"role": role, "content": text})
+    return out
+
+
+def _sharegpt(msgs: list[dict[str, Any]]) -> tuple[str, list[dict[str, str]]]:
+    """(system, conversations) in LLaMA-Factory's ShareGPT shape: human/gpt/function_call/observation."""
+    system = "\n\n".join(m.get("content") or "" for m in msgs if m.get("role") == "system")
+    conv: list[dict[str, str]] = []
+    for m in msgs:
+        role = m.get("role")
+        if role == "system":
+            continue
+        if role == "assistant" and m.get("tool_calls"):
+            calls = [{"name": (tc.get("function") or {}).get("name", ""), "arguments": _args_dict((tc.get("function") or {}).get("arguments"))}
+                     for tc in m["tool_calls"]]
+            conv.append({"from": "function_call", "value": json.dumps(calls[0] if len(calls) == 1 else calls)})
+        elif role == "assistant":
+            conv.append({"from": "gpt", "value": m.get("content") or ""})
+        elif role == "tool":
+            if conv and conv[-1]["from"] == "observation":  # several results of one call message go in one observation
+                conv[-1]["value"] += "\n" + (m.get("content") or "")
+            else:
+                conv.append({"from": "observation", "value": m.get("content") or ""})
+        else:
+            conv.append({"from": "human", "value": m.get("content") or ""})
+    return system, conv
+
+
+# -- selection ----------------------------------------------------------------------------------
+
+def _excluded(task: str, patterns: Iterable[str]) -> bool:
+    return any(task == p or fnmatch.fnmatchcase(task, p) for p in patterns)
+
+
+def _sessions(root: str | Path, opts: ExportOptions, res: ExportResult) -> Iterable[SessionRecord]:
+    for d in iter_session_dirs(root):
+        res.stats["sessions_read"] += 1
+        rec = load_session(d)
+        if not rec.turns:
+            res.stats["skipped_empty"] += 1
+            continue
+        if _excluded(rec.task, opts.exclude_tasks):
+            res.stats["skipped_excluded_task"] += 1
+            continue
+        best = rec.best()
+        if opts.verdict == "pass" and best is None:
+            res.stats["skipped_no_pass"] += 1
+            continue
+        if opts.min_speedup is not None and (best is None or (best.evaluation.get("speedup") or 0.0) < opts.min_speedup):
+            res.stats["skipped_below_min_speedup"] += 1
+            continue
+        res.stats["sessions_kept"] += 1
+        res.tasks[rec.task] += 1
+        res.models[rec.model] += 1
+        res.strategies[rec.strategy] += 1
+        res.verdicts.update(c.evaluation.get("verdict") or "unknown" for c in rec.candidates)
+        yield rec
+
+
+def _digest(*parts: Any) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(json.dumps(p, sort_keys=True, default=str).encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _code_key(turn: Turn | None, completion: Any) -> Any:
+    """What a row's result is: the kernel it produced (by hash) or, without one, the completion itself."""
+    if turn is not None and turn.candidates:
+        return turn.candidates[-1]
+    return completion
+
+
+# -- SFT ----------------------------------------------------------------------------------------
+
+def _sft(rec: SessionRecord, fmt: str, opts: ExportOptions, res: ExportResult) -> list[tuple[str, dict[str, Any]]]:
+    msgs, owners = rec.trajectory, rec.trajectory_turns
+    turns = {t.turn: t for t in rec.turns}
+    owner = {i: turns[o] for i, o in enumerate(owners) if o is not None}  #: trajectory index → the turn of that assistant message
+    trainable = [i for i, t in owner.items() if t.trainable]
+    masked = len(owner) - len(trainable)
+    res.stats["turns_masked"] += masked
+    if not trainable:
+        res.stats["skipped_nothing_trainable"] += 1
+        return []
+    if opts.last_turn_only:
+        trainable = trainable[-1:]
+    tools = tool_schemas(rec.tool_names, str(rec.meta.get("workspace") or ""))
+    rows: list[tuple[str, dict[str, Any]]] = []
+    if fmt == "openai":
+        end = trainable[-1] + 1
+        keep = set(trainable)
+        out = [openai_message(m, (1 if i in keep else 0) if i in owner else None) for i, m in enumerate(msgs[:end])]
+        key = _digest(msgs[:2], [_code_key(owner[i], msgs[i]) for i in trainable])
+        rows.append((key, {"messages": out, "tools": tools, "parallel_tool_calls": False}))
+        return rows
+    for i in trainable:
+        turn = owner[i]
+        meta = {"session_id": rec.id, "task": rec.task, "model": rec.model, "turn": turn.turn}
+        key = _digest(msgs[:i], _code_key(turn, msgs[i]))
+        if fmt == "trl":
+            conv = _trl_messages(msgs[: i + 1])
+            rows.append((key, {"prompt": conv[:-1], "completion": conv[-1:], "tools": tools, **meta}))
+        else:
+            system, conv = _sharegpt(msgs[: i + 1])
+            rows.append((key, {"conversations": conv, "system": system, "tools": json.dumps(tools), **meta}))
+    return rows
+
+
+# -- RL -----------------------------------------------------------------------------------------
+
+def _rl(rec: SessionRecord, fmt: str, opts: ExportOptions, spec: RewardSpec, res: ExportResult) -> list[tuple[str, dict[str, Any]]]:
+    rows: list[tuple[str, dict[str, Any]]] = []
+    truth = json.dumps({"task": rec.task, "target": rec.target})
+    steps = [(t.turn, t.prompt, t.completion or {}, t.evaluation or {}, r, g, t.trainable, t.candidates[-1] if t.candidates else None)
+             for t, r, g in rec.rewards(spec, opts.gamma)]
+    # a search's children: one single-step row each (the prompt rebuilt from the parent, the return is the reward)
+    steps += [(c.turn or 0, rec.parent_prompt(c), c.message, c.evaluation, r, r.reward, r.outcome == "pass", c.code_sha256)
+              for c in rec.candidates if c.parents and c.message is not None and getattr(rec.turn(c.turn), "completion", None) is None
+              for r in [spec.score(c.evaluation)]]
+    for n, prompt, completion, ev, reward, ret, trainable, sha in steps:
+        res.outcomes[reward.outcome] += 1
+        key = _digest(prompt, sha or completion)
+        base = {"session_id": rec.id, "task": rec.task, "target": rec.target, "model": rec.model, "strategy": rec.strategy, "turn": n}
+        if fmt == "steps":
+            rows.append((key, {**base, "prompt": [openai_message(m) for m in prompt], "completion": openai_message(completion),
+                               "outcome": reward.outcome, "verdict": ev.get("verdict"), "components": reward.components,
+                               "reward": reward.reward, "return": ret, "gamma": opts.gamma, "reward_spec": spec.id,
+                               "weight": 1 if trainable else 0, "code_sha256": sha,
+                               "speedup": ev.get("speedup"), "latency_us": ev.get("latency_us"), "timing_source": ev.get("timing_source")}))
+        elif fmt == "verl":
+            rows.append((key, {
+                "data_source": f"nkiagent/{rec.task}",
+                "prompt": _plain(prompt),
+                "ability": VERL_ABILITY,
+                "reward_model": {"style": "rule", "ground_truth": truth},
+                "extra_info": {"split": "train", "index": 0, "session_id": rec.id, "turn": n, "target": rec.target,
+                               "completion": _hermes_text(completion), "outcome": reward.outcome,
+                               "components": json.dumps(reward.components), "reward": float(reward.reward), "return": float(ret),
+                               "reward_spec": spec.id, "need_tools_kwargs": False},
+            }))
+        else:  # trl-grpo: the prompt column, plus columns that reach reward functions as keyword arguments
+            rows.append((key, {"prompt": _trl_messages(prompt), "completion": _trl_messages([completion]), **base,
+                               "reward": float(reward.reward), "return": float(ret), "outcome": reward.outcome, "reward_spec": spec.id}))
+    return rows
+
+
+# -- DPO ----------------------------------------------------------------------------------------
+
+def _pairs(rec: SessionRecord) -> list[tuple[Candidate, Candidate]]:
+    """Sibling candidates (same parents) when the session has a search tree, else consecutive edits of the loop."""
+    with_parents = [c for c in rec.candidates if c.parents]
+    if with_parents:
+        groups: dict[tuple[str, ...], list[Candidate]] = {}
+        for c in with_parents:
+            groups.setdefault(tuple(sorted(c.parents)), []).append(c)
+        return [(a, b) for g in groups.values() for i, a in enumerate(g) for b in g[i + 1:]]
+    edits = [c for c in rec.candidates if (t := rec.turn(c.turn)) is not None and c.code_sha256 in t.applied]
+    return list(pairwise(edits))
+
+
+def _preferred(a: Candidate, b: Candidate) -> tuple[Candidate, Candidate] | None:
+    """(chosen, rejected): better outcome wins; among passes the faster by more than SPEED_MARGIN; ties give nothing."""
+    (oa, sa), (ob, sb) = a.rank(), b.rank()
+    if oa != ob:
+        return (a, b) if oa > ob else (b, a)
+    if oa == OUTCOMES.index("pass") and sa > 0 and sb > 0:
+        if sa > sb * (1 + SPEED_MARGIN):
+            return a, b
+        if sb > sa * (1 + SPEED_MARGIN):
+            return b, a
+    return None
+
+
+def _completion(rec: SessionRecord, c: Candidate) -> dict[str, Any] | None:
+    if c.message is not None:
+        return c.message
+    turn = rec.turn(c.turn)
+    if turn is not None and turn.completion is not None:
+        return turn.completion
+    code = rec.kernel(c.code_sha256)
+    return {"role": "assistant", "content": f"```python\n{code}```"} if code else None
+
+
+def _dpo(rec: SessionRecord, fmt: str, res: ExportResult) -> list[tuple[str, dict[str, Any]]]:
+    rows: list[tuple[str, dict[str, Any]]] = []
+    tools = tool_schemas(rec.tool_names, str(rec.meta.get("workspace") or ""))
+    first_prompt = rec.turns[0].prompt if rec.turns else []
+    for a, b in _pairs(rec):
+        pick = _preferred(a, b)
+        if pick is None:
+            res.stats["pairs_tied"] += 1
+            continue
+        chosen, rejected = pick
+        earlier = a if (a.turn or 0) <= (b.turn or 0) else b
+        turn = rec.turn(earlier.turn)
+        prompt = turn.prompt if turn is not None and turn.prompt else rec.parent_prompt(earlier) if earlier.parents else first_prompt
+        good, bad = _completion(rec, chosen), _completion(rec, rejected)
+        if not prompt or good is None or bad is None or good == bad:
+            res.stats["pairs_incomplete"] += 1
+            continue
+        meta = {"session_id": rec.id, "task": rec.task, "chosen_outcome": chosen.outcome, "rejected_outcome": rejected.outcome,
+                "chosen_speedup": chosen.evaluation.get("speedup"), "rejected_speedup": rejected.evaluation.get("speedup")}
+        key = _digest(prompt, chosen.code_sha256, rejected.code_sha256)
+        if fmt == "openai":
+            rows.append((key, {"input": {"messages": [openai_message(m) for m in prompt], "tools": tools, "parallel_tool_calls": False},
+                               "preferred_output": [openai_message(good)], "non_preferred_output": [openai_message(bad)]}))
+        else:
+            rows.append((key, {"prompt": _trl_messages(prompt), "chosen": _trl_messages([good]), "rejected": _trl_messages([bad]), **meta}))
+    return rows
+
+
+# -- driver -------------------------------------------------------------------------------------
+
+def export_sessions(root: str | Path, kind: str, fmt: str, opts: ExportOptions | None = None) -> ExportResult:
+    """Build the rows of one export from every session under ``root``."""
+    opts = opts or ExportOptions()
+    if kind not in FORMATS:
+        raise ValueError(f"unknown export kind {kind!r}; choose from {', '.join(KINDS)}")
+    if fmt not in FORMATS[kind]:
+        raise ValueError(f"{kind} exports come as {', '.join(FORMATS[kind])}, not {fmt!r}")
+    if opts.verdict not in ("any", "pass"):
+        raise ValueError(f"verdict filter must be 'pass' or 'any', not {opts.verdict!r}")
+    spec = get_spec(opts.spec)
+    res = ExportResult(kind, fmt, [], spec, opts)
+    seen: set[str] = set()
+    build: Callable[[SessionRecord], list[tuple[str, dict[str, Any]]]] = {
+        "sft": lambda r: _sft(r, fmt, opts, res),
+        "rl": lambda r: _rl(r, fmt, opts, spec, res),
+        "dpo": lambda r: _dpo(r, fmt, res),
+    }[kind]
+    for rec in _sessions(root, opts, res):
+        scrubber = Scrubber(rec.workspace_roots()) if opts.scrub else None
+        for key, row in build(rec):
+            if opts.dedup and key in seen:
+                res.stats["duplicates"] += 1
+                continue
+            seen.add(key)
+            res.rows.append(scrubber.row(row) if scrubber else row)
+    if kind == "rl" and fmt == "verl":
+        for i, row in enumerate(res.rows):
+            row["extra_info"]["index"] = i
+    res.stats["rows"] = len(res.rows)
+    return res
+
+
+def write_rows(rows: list[dict[str, Any]], path: str | Path) -> Path:
+    """JSONL (one row per line) or, for a ``.parquet`` path, a Parquet file.
+
+    JSON leaves U+2028, U+2029 and U+0085 raw, but many line readers split on them: they are
+    escaped, so one row stays one line.
+    """
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    if p.suffix == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(rows), p)
+        return p
+    with open(p, "w", encoding="utf-8") as fh:
+        for row in rows:
+            line = json.dumps(row, ensure_ascii=False)
+            if "\u2028" in line or "\u2029" in line or "\x85" in line:
+                line = line.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").replace("\x85", "\\u0085")
+            fh.write(line)
+            fh.write("\n")
+    return p
+
+
+
+def _table(counter: Counter[str], head: str) -> str:
+    if not counter:
+        return f"| {head} | count |\n|---|---|\n| (none) | 0 |\n"
+    return f"| {head} | count |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in counter.most_common())
+
+
+def dataset_card(res: ExportResult, title: str = "nkiagent sessions") -> str:
+    """A Hugging Face dataset card (README.md) whose YAML header makes ``load_dataset(DIR)`` find the parquet files."""
+    from .. import __version__
+
+    o = res.options
+    counts = "\n".join(f"- {k.replace('_', ' ')}: {v}" for k, v in sorted(res.stats.items()))
+    return (
+        "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n    path: data/train-*.parquet\n"
+        "tags:\n- nki\n- aws-trainium\n- kernels\n- nkiagent\n---\n\n"
+        f"# {title}: {res.kind} ({res.format})\n\n"
+        f"Exported by nkiagent {__version__} from agent sessions; every latency is an `emulator-estimate` of nkiagent's cost model "
+        "unless a row says otherwise, and only kernels the verifier passed earn a positive reward or SFT weight.\n\n"
+        f"## Counts\n\n{counts}\n\n"
+        f"## Reward\n\n`{res.spec.id}`: {res.spec.description}. Returns use γ = {o.gamma}; a cheating turn's return is capped at its "
+        "own reward.\n\n"
+        f"## Filters\n\nverdict: {o.verdict}; min speedup: {o.min_speedup}; last turn only: {o.last_turn_only}; "
+        f"excluded tasks: {', '.join(o.exclude_tasks) or 'none'}; dedup: {o.dedup}; scrubbed: {o.scrub}\n\n"
+        f"## Tasks\n\n{_table(res.tasks, 'task')}\n## Models\n\n{_table(res.models, 'model')}\n"
+        f"## Strategies\n\n{_table(res.strategies, 'strategy')}\n## Candidate verdicts\n\n{_table(res.verdicts, 'verdict')}\n"
+        + (f"## Turn outcomes\n\n{_table(res.outcomes, 'outcome')}\n" if res.outcomes else "")
+        + "## Loading\n\n```python\nfrom datasets import load_dataset\nds = load_dataset(\"path/to/this/folder\", split=\"train\")\n```\n"
+    )
+
+
+def write_hf(rows: list[dict[str, Any]], directory: str | Path, card: str) -> Path:
+    """A Hugging Face ``datasets`` folder: ``data/train-00000-of-00001.parquet`` plus the dataset card."""
+    d = Path(directory)
+    (d / "data").mkdir(parents=True, exist_ok=True)
+    for old in (d / "data").glob("train-*.parquet"):
+        old.unlink()
+    write_rows(rows, d / "data" / "train-00000-of-00001.parquet")
+    (d / "README.md").write_text(card, encoding="utf-8")
+    return d
