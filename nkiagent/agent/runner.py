@@ -19,7 +19,7 @@ from .graph import Budget, Runtime, build_graph
 from .prompts import system_prompt, task_prompt
 from .tools import AgentContext, ToolRegistry, load_tools
 
-__all__ = ["SessionConfig", "SessionOutcome", "start_session", "resume_session", "drive", "terminal_review", "edit_in_editor"]
+__all__ = ["SessionConfig", "SessionOutcome", "start_session", "resume_session", "drive", "terminal_review", "edit_in_editor", "starting_kernel"]
 
 
 @dataclass
@@ -96,7 +96,7 @@ def start_session(cfg: SessionConfig, on_event: Callable[[str, dict[str, Any]], 
                             "versions": {"nkiagent": __version__, "python": sys.version.split()[0]}})
     cfg.kernel_path = kernel
     if not ws.exists(kernel):  # the session owns the starting kernel it writes, so it may keep editing it
-        ws.write(kernel, _starting_kernel(task).read_text(), session.id, f"nkiagent: starting kernel for {task.name}")
+        ws.write(kernel, starting_kernel(task).read_text(), session.id, f"nkiagent: starting kernel for {task.name}")
     rt = _runtime(cfg, session, on_event, on_token)
     if ws.warning:
         rt.emit("note", text=ws.warning)
@@ -111,10 +111,12 @@ def start_session(cfg: SessionConfig, on_event: Callable[[str, dict[str, Any]], 
     return rt, graph, first
 
 
-def _starting_kernel(task: Any) -> Path:
+def starting_kernel(task: Any) -> Path:
     """The demo kernel with tunables if one exists for the task, else the task's baseline."""
-    demo = Path(__file__).resolve().parent / "demo_kernels" / f"{task.name}.py"
-    if demo.is_file():
+    from .demo_kernels import demo_kernel_path
+
+    demo = demo_kernel_path(task.name)
+    if demo is not None:
         return demo
     base = task.baseline_path()
     if base is None or not base.is_file():

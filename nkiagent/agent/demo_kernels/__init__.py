@@ -1,7 +1,9 @@
-"""Starting kernels for demos: correct but untuned, with their knobs declared as ``# nkiagent: tune`` constants.
+"""Starting kernels: correct but untuned, with their knobs declared as ``# nkiagent: tune`` constants.
 
-``nkiagent demo`` copies one into a fresh workspace and lets ``builtin/tuner`` make it faster.
-The files are kernels, not modules of this package: they are read as text, never imported here.
+Sessions (``nkiagent demo``, ``run``) and searches start from ``<task>.py`` here when it exists,
+before the task's baseline, so ``builtin/tuner`` has a real search space. Every setting of every
+knob is correct on every shape the task allows. The files are kernels, not modules of this
+package: they are read as text, never imported here.
 """
 
 from __future__ import annotations
