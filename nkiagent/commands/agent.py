@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["run_run", "run_demo", "run_sessions", "run_undo", "Progress"]
+__all__ = ["run_run", "run_demo", "run_sessions", "run_undo", "run_ui", "Progress"]
 
 
 class Progress:
@@ -101,13 +101,26 @@ def run_run(args: argparse.Namespace) -> int:
     return 0 if outcome.best else 1
 
 
+def run_ui(args: argparse.Namespace) -> int:
+    """``nkiagent [--task NAME --model MODEL …]``: the terminal UI in a workspace (idle until ``/task``, or a session)."""
+    from ..tui import run_app
+    from ..tui.app import Launch
+
+    return run_app(Launch(workspace=Path(args.ui_workspace).resolve(), task=args.ui_task, model=args.ui_model, target=args.ui_target,
+                          approve=args.ui_approve, api_base=args.ui_api_base, max_turns=args.ui_max_turns))
+
+
 def run_demo(args: argparse.Namespace) -> int:
-    if not args.headless:
-        print("(the terminal UI is not built yet: running the demo headless)\n")
     from ..agent.runner import copy_demo_workspace, drive, start_session
 
-    t0 = time.time()
     ws = copy_demo_workspace(args.task, Path(tempfile.mkdtemp(prefix="nkiagent-demo-")))
+    if not args.headless:
+        from ..tui import run_app
+        from ..tui.app import Launch
+
+        return run_app(Launch(workspace=ws, task=args.task, model="builtin/tuner", target=args.target or "trn2", approve="ask",
+                              max_turns=args.max_turns, headline=f"demo workspace {ws} (a fresh git repo); /approve auto stops asking"))
+    t0 = time.time()
     print(f"demo workspace: {ws} (a fresh git repo)\ntask {args.task} on {args.target or 'trn2'}, model builtin/tuner (offline), edits auto-approved\n")
     ns = argparse.Namespace(task=args.task, target=args.target, max_turns=args.max_turns, kernel=None)
     rt, graph, first = start_session(_config(ns, ws, "builtin/tuner", "auto"), Progress(quiet=args.json))
@@ -146,6 +159,12 @@ def run_sessions(args: argparse.Namespace) -> int:
             if e["type"] == "candidate":
                 print(f"  turn {e.get('turn')}: {e.get('verdict')} {e.get('latency_us')} µs speedup {e.get('speedup')} ({e.get('code_sha256', '')[:12]})")
         return 0
+    if not args.headless:
+        from ..tui import run_app
+        from ..tui.app import Launch
+
+        session.close()
+        return run_app(Launch(workspace=Path(session.meta().get("workspace", ".")), resume=session.dir, approve=args.approve))
     from ..agent.runner import drive, resume_session
 
     t0 = time.time()
