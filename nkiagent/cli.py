@@ -18,6 +18,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="A coding agent for AWS Trainium NKI kernels, with an embedded NKI emulator.",
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
+    ui = parser.add_argument_group("the terminal UI (no COMMAND opens it in the workspace)")
+    ui.add_argument("--task", dest="ui_task", metavar="NAME", help="start a session on this task in the UI")
+    ui.add_argument("--model", dest="ui_model", metavar="MODEL", default="builtin/tuner", help="model of that session (default: builtin/tuner)")
+    ui.add_argument("--api-base", dest="ui_api_base", metavar="URL", help="OpenAI-compatible endpoint for local servers")
+    ui.add_argument("--approve", dest="ui_approve", choices=["ask", "auto", "never"], default="ask", help="review each edit (default), apply all, or dry run")
+    ui.add_argument("--target", dest="ui_target", choices=["trn1", "trn2", "trn3"], default="trn2")
+    ui.add_argument("--workspace", dest="ui_workspace", metavar="DIR", default=".", help="the repository to work in (default: here)")
+    ui.add_argument("--max-turns", dest="ui_max_turns", metavar="N", type=int, default=30)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     sim = sub.add_parser("simulate", help="run a kernel file on the embedded emulator with random inputs")
@@ -47,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--suite", choices=["builtin", "nkibench"], default="builtin", help="where --task is looked up")
     ev.add_argument("--nkibench-dir", help="checkout of zhang677/AccelOpt (for --suite nkibench)")
     ev.add_argument("--seeds", type=int, default=5, help="seeds of the correctness protocol (default 5)")
+    _backend_option(ev)
 
     tasks = sub.add_parser("tasks", help="list the builtin task suite (or NKIBench's)")
     tasks.add_argument("--json", action="store_true")
@@ -72,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workspace", default=".", help="the repository to work in (default: here)")
     run.add_argument("--kernel", help="kernel file in the workspace (default: kernels/<task>.py)")
     run.add_argument("--json", action="store_true", help="print the final summary as JSON")
+    _backend_option(run)
 
     demo = sub.add_parser("demo", help="an offline demo session (builtin/tuner model, embedded emulator)")
     demo.add_argument("--headless", action="store_true", help="run in the terminal without the UI")
@@ -85,14 +95,67 @@ def build_parser() -> argparse.ArgumentParser:
     sess.add_argument("id", nargs="?")
     sess.add_argument("--sessions-dir", default="sessions")
     sess.add_argument("--approve", choices=["ask", "auto", "never"], help="override the session's review mode when resuming")
+    sess.add_argument("--headless", action="store_true", help="resume in the terminal without the UI")
 
     undo = sub.add_parser("undo", help="restore the previous snapshot of the session's kernel")
     undo.add_argument("--session", help="session id (default: the newest)")
     undo.add_argument("--workspace", default=".")
 
+    search = sub.add_parser("search", help="search for a fast kernel: best-of-n, refine, beam or evolve over one candidate database")
+    from .commands.search import add_search_arguments
+
+    add_search_arguments(search)
+
+    rep = sub.add_parser("report", help="write a Markdown + PNG report of one or more search sessions")
+    rep.add_argument("sessions", nargs="+", metavar="SESSION", help="session ids (in --sessions-dir) or session folders")
+    rep.add_argument("--sessions-dir", default="sessions")
+    rep.add_argument("--out", help="Markdown file to write (default: <first session>/report.md; the PNG goes beside it)")
+
     ops = sub.add_parser("ops", help="list the nki.isa and nki.language APIs the emulator supports")
     ops.add_argument("--json", action="store_true")
+
+    doc = sub.add_parser("doctor", help="show which Neuron software (nki, neuronx-cc, devices, profiler) is here and which backend each command uses")
+    doc.add_argument("--json", action="store_true")
+
+    cc = sub.add_parser("crosscheck", help="run a kernel on the emulator and on AWS's real toolchain and report the differences")
+    cc.add_argument("kernel", help="path to the kernel file")
+    cc.add_argument("--task", required=True, help="builtin task name or task file")
+    cc.add_argument("--target", choices=["trn1", "trn2", "trn3"], help="Trainium generation (default: trn2)")
+    cc.add_argument("--backend", choices=["auto", "neuron-sim", "neuron-hw"], default="auto", help="the real side (default: hardware if present, else AWS's simulator)")
+    cc.add_argument("--seeds", type=int, default=5, help="seeds of the correctness protocol (default 5)")
+    cc.add_argument("--report", metavar="OUT.md", help="write a Markdown report to attach to an issue")
+    cc.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    integ = sub.add_parser("integrate", help="write a wrapper that calls the kernel from your model on Trainium (original function elsewhere) and its test")
+    integ.add_argument("source", metavar="SESSION|KERNEL", help="a session id (its best passing kernel) or a kernel file")
+    integ.add_argument("--into", required=True, metavar="PATH.py:FN", help="the model file and function the kernel replaces")
+    integ.add_argument("--inputs", help='test inputs NAME:SHAPE:DTYPE,… (default: the task\'s shapes)')
+    integ.add_argument("--task", help="task whose shapes and tolerance the generated test uses (default: the session's task)")
+    integ.add_argument("--sessions-dir", default="sessions")
+
+    from .commands.export import add_export_parsers  # export, serve-reward, corpus (argparse only: no heavy imports)
+
+    add_export_parsers(sub)
     return parser
+
+
+def _backend_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", choices=["auto", "emulator", "neuron-sim", "neuron-hw"], default="auto",
+                   help="where kernels run: auto (hardware if present, else AWS's simulator, else the emulator), or one of them; see `nkiagent doctor`")
+
+
+def _use_backend(requested: str) -> str | None:
+    """Resolve ``--backend`` and make it the verifier's default in this process; an error text if unavailable."""
+    import os
+
+    from .backends import BackendUnavailable, detect, select_backend
+    from .verify.verifier import BACKEND_ENV
+
+    try:
+        os.environ[BACKEND_ENV] = select_backend(requested, detect())
+    except BackendUnavailable as exc:
+        return str(exc)
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -111,6 +174,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .commands.profile import run_profile
 
         return run_profile(args)
+    if args.command in ("eval", "run"):
+        problem = _use_backend(args.backend)
+        if problem:
+            print(f"nkiagent {args.command}: {problem}", file=sys.stderr)
+            return 2
     if args.command == "eval":
         from .commands.evaluate import run_eval
 
@@ -129,10 +197,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .commands import agent
 
         return {"run": agent.run_run, "demo": agent.run_demo, "sessions": agent.run_sessions, "undo": agent.run_undo}[args.command](args)
+    if args.command == "search":
+        from .commands.search import run_search_command
+
+        return run_search_command(args)
+    if args.command == "report":
+        from .commands.report import run_report
+
+        return run_report(args)
     if args.command == "ops":
         from .commands.simulate import run_ops
 
         return run_ops(args)
+    if args.command in ("export", "serve-reward", "corpus"):
+        from .commands import export
+
+        return {"export": export.run_export, "serve-reward": export.run_serve_reward, "corpus": export.run_corpus}[args.command](args)
+    if args.command in ("doctor", "crosscheck", "integrate"):
+        from .commands import crosscheck, doctor, integrate
+
+        return {"doctor": doctor.run_doctor, "crosscheck": crosscheck.run_crosscheck, "integrate": integrate.run_integrate}[args.command](args)
+    if args.command is None:
+        from .commands.agent import run_ui
+
+        return run_ui(args)
     parser.print_help()
     return 0
 
