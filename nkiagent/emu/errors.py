@@ -47,7 +47,13 @@ def kernel_frame(frame: FrameType | None = None) -> FrameType | None:
     Called for every traced instruction, so whether a code object is internal is remembered.
     """
     f = frame if frame is not None else sys._getframe(1)
-    while f is not None and _internal(f.f_code):
+    known = _INTERNAL
+    while f is not None:
+        hit = known.get(f.f_code)
+        if hit is None:
+            hit = _internal(f.f_code)
+        if not hit:
+            break
         f = f.f_back
     return f
 

@@ -9,6 +9,7 @@ steps uniform, so error texts and trace records look the same across ops.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -147,11 +148,11 @@ def record(
                 ctx.seq,
                 op,
                 engine,
-                tuple(_access(r, t) for r, t in reads),
-                tuple(_access(r, t) for r, t in writes),
-                kernel_location(),
+                tuple([_access(r, t) for r, t in reads]),
+                tuple([_access(r, t) for r, t in writes]),
+                kernel_location(sys._getframe(1)),
                 ctx.program_id,
-                tuple((l[0], l[1], l[2]) for l in ctx.loops),
+                tuple([(l[0], l[1], l[2]) for l in ctx.loops]),
                 attrs,
             )
         )
@@ -330,7 +331,11 @@ def _fmt(t: NkiTensor, role: str) -> str:
 def check_same_shape_pp(op: str, named: Sequence[tuple[str, NkiTensor]]) -> None:
     """Same partition count and same elements per partition (no broadcasting)."""
     first_role, first = named[0]
-    if all(t._shape == first._shape for _, t in named):
+    shape = first._shape
+    for _, t in named:
+        if t._shape != shape:
+            break
+    else:
         return
     p0 = first._shape[0] if first._shape else 1
     for role, t in named[1:]:
