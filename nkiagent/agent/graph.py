@@ -297,5 +297,6 @@ def _record_evaluation(rt: Runtime, state: AgentState, ev: dict[str, Any], path:
             latency_us=ev.get("latency_us"), speedup=ev.get("speedup"), timing_source=ev.get("timing_source"))
     best = state.get("best")
     if ev.get("verdict") == "pass" and ev.get("latency_us") is not None and (best is None or ev["latency_us"] < best["latency_us"]):
-        return {"code_sha256": ev.get("code_sha256"), "latency_us": ev["latency_us"], "speedup": ev.get("speedup"), "path": path}
+        return {"code_sha256": ev.get("code_sha256"), "latency_us": ev["latency_us"], "speedup": ev.get("speedup"), "path": path,
+                "timing_source": ev.get("timing_source")}
     return best

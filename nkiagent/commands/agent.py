@@ -47,7 +47,7 @@ class Progress:
             if v == "pass" and sp is not None:
                 self.best = max(self.best or 0.0, sp)
             color = {"pass": "green", "fail": "red", "rejected": "magenta"}.get(v, "white")
-            nums = f"{lat:,.2f} µs (emulator-estimate), {sp:.3f}×" if lat is not None and sp is not None else ""
+            nums = f"{lat:,.2f} µs ({event.get('timing_source') or 'emulator-estimate'}), {sp:.3f}×" if lat is not None and sp is not None else ""
             best = f"best {self.best:.3f}×" if self.best else "best –"
             c.print(f"  [{color}]{v}[/] {nums}  [dim]{best} · tokens {self.tokens} · ${self.cost:.4f}[/]")
         elif type_ == "error":
@@ -75,7 +75,8 @@ def _summary(outcome: Any, t0: float, as_json: bool) -> None:
         return
     print(f"\nsession {summary['session']} finished after {summary['turns']} turns: {summary['stop_reason']}")
     if best:
-        print(f"best kernel: {best['path']} — {best['latency_us']:,.2f} µs (emulator-estimate), speedup {best['speedup']:.3f}× vs the task baseline")
+        print(f"best kernel: {best['path']} — {best['latency_us']:,.2f} µs ({best.get('timing_source') or 'emulator-estimate'}), "
+              f"speedup {best['speedup']:.3f}× vs the task baseline")
     else:
         print("no kernel passed verification")
     print(f"tokens {usage.get('prompt_tokens', 0) + usage.get('completion_tokens', 0)}, cost ${usage.get('cost_usd', 0.0):.4f}")
