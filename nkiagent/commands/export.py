@@ -28,6 +28,7 @@ def add_export_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
     ex.add_argument("--min-speedup", type=float, help="only sessions whose best passing kernel reached this speedup")
     ex.add_argument("--last-turn-only", action="store_true", help="SFT: train on the last trainable turn only (default: the whole trajectory)")
     ex.add_argument("--exclude-tasks", default="", help="comma-separated task names or globs held out for evaluation")
+    ex.add_argument("--timing-source", help="only sessions whose every latency came from this source, e.g. neuron-profile (hardware) or emulator-estimate")
     ex.add_argument("--no-dedup", action="store_true", help="keep rows with the same prompt and code hash")
     ex.add_argument("--no-scrub", action="store_true", help="keep absolute paths, user names and key-like strings (for private use only)")
     ex.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -69,7 +70,7 @@ def run_export(args: argparse.Namespace) -> int:
 
     fmt = args.format or _DEFAULT_FORMAT[args.kind]
     opts = ExportOptions(spec=args.reward, gamma=args.gamma, verdict=args.verdict, min_speedup=args.min_speedup,
-                         last_turn_only=args.last_turn_only, exclude_tasks=_csv(args.exclude_tasks), dedup=not args.no_dedup,
+                         last_turn_only=args.last_turn_only, exclude_tasks=_csv(args.exclude_tasks), timing_source=args.timing_source, dedup=not args.no_dedup,
                          scrub=not args.no_scrub)
     try:
         res = export_sessions(args.sessions, args.kind, fmt, opts)

@@ -54,6 +54,7 @@ class ExportOptions:
     min_speedup: float | None = None  #: only sessions whose best pass is at least this fast
     last_turn_only: bool = False  #: SFT: train on the last trainable turn only
     exclude_tasks: tuple[str, ...] = ()  #: task names or glob patterns held out for evaluation
+    timing_source: str | None = None  #: only sessions whose every latency came from here (``neuron-profile``: hardware only)
     dedup: bool = True
     scrub: bool = True
 
@@ -201,6 +202,11 @@ def _sessions(root: str | Path, opts: ExportOptions, res: ExportResult) -> Itera
             continue
         if _excluded(rec.task, opts.exclude_tasks):
             res.stats["skipped_excluded_task"] += 1
+            continue
+        if opts.timing_source is not None and any(
+            c.evaluation.get("latency_us") is not None and c.evaluation.get("timing_source") != opts.timing_source for c in rec.candidates
+        ):
+            res.stats["skipped_timing_source"] += 1
             continue
         best = rec.best()
         if opts.verdict == "pass" and best is None:
@@ -451,7 +457,8 @@ def dataset_card(res: ExportResult, title: str = "nkiagent sessions") -> str:
         f"## Counts\n\n{counts}\n\n"
         f"## Reward\n\n`{res.spec.id}`: {res.spec.description}. Returns use γ = {o.gamma}; a cheating turn's return is capped at its "
         "own reward.\n\n"
-        f"## Filters\n\nverdict: {o.verdict}; min speedup: {o.min_speedup}; last turn only: {o.last_turn_only}; "
+        f"## Filters\n\nverdict: {o.verdict}; min speedup: {o.min_speedup}; timing source: {o.timing_source or 'any'}; "
+        f"last turn only: {o.last_turn_only}; "
         f"excluded tasks: {', '.join(o.exclude_tasks) or 'none'}; dedup: {o.dedup}; scrubbed: {o.scrub}\n\n"
         f"## Tasks\n\n{_table(res.tasks, 'task')}\n## Models\n\n{_table(res.models, 'model')}\n"
         f"## Strategies\n\n{_table(res.strategies, 'strategy')}\n## Candidate verdicts\n\n{_table(res.verdicts, 'verdict')}\n"

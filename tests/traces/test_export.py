@@ -181,6 +181,9 @@ def test_filters_dedup_and_held_out_tasks(recorded: Recorded, tmp_path: Path) ->
     fast = export_sessions(root, "sft", "openai", ExportOptions(min_speedup=1.2, verdict="pass"))
     assert len(fast.rows) == 1 and fast.stats["skipped_below_min_speedup"] == 1 and fast.stats["duplicates"] == 1
     assert "Wider honest tiles." in json.dumps(fast.rows[0])
+    by_source = {src: export_sessions(root, "sft", "openai", ExportOptions(timing_source=src)) for src in ("emulator-estimate", "neuron-profile")}
+    assert len(by_source["emulator-estimate"].rows) == 2 and by_source["neuron-profile"].rows == []
+    assert by_source["neuron-profile"].stats["skipped_timing_source"] == 3
 
 
 def test_cli_export_validates_and_reports(recorded: Recorded, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
