@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--json", action="store_true", help="print the profile as JSON")
     prof.add_argument("--trace", metavar="OUT.json", help="write a Chrome-trace/Perfetto timeline (one track per engine and DMA queue)")
     prof.add_argument("--plot", metavar="OUT.png", help="write a PNG with the timeline and the roofline point")
+    _backend_option(prof)
 
     ev = sub.add_parser("eval", help="verify a kernel against a task: correctness, integrity, latency estimate and speedup")
     ev.add_argument("kernel", help="path to the kernel file")

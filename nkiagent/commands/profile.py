@@ -20,6 +20,18 @@ def run_profile(args: argparse.Namespace) -> int:
     if loaded is None:
         return 2
     kernel, specs = loaded
+    if getattr(args, "backend", "emulator") != "emulator":
+        from ..backends import BackendUnavailable, detect, select_backend
+
+        try:
+            name = select_backend(args.backend, detect())
+        except BackendUnavailable as exc:
+            print(f"nkiagent profile: {exc}", file=sys.stderr)
+            return 2
+        if name == "neuron-hw":
+            return _profile_on_hardware(args, random_inputs(specs, args.seed))
+        if name == "neuron-sim":
+            print("note: AWS's simulator has no latency model; the profile below is the emulator's estimate", file=sys.stderr)
     inputs = tuple(ShapeSpec(shape, d) for _, shape, d in specs) if args.timing_only else random_inputs(specs, args.seed)
     try:
         run = profile_kernel(kernel, inputs, target=args.target, timing_only=args.timing_only)
@@ -39,4 +51,28 @@ def run_profile(args: argparse.Namespace) -> int:
             print(f"timeline written to {args.trace} (open in https://ui.perfetto.dev or chrome://tracing)")
         if args.plot:
             print(f"plot written to {args.plot}")
+    return 0
+
+
+def _profile_on_hardware(args: argparse.Namespace, inputs: tuple[object, ...]) -> int:
+    """Compile, run and time the kernel on a NeuronCore; the profile comes from ``neuron-profile``."""
+    from pathlib import Path
+
+    from ..backends import get_backend
+    from ..perf.report import summary_text
+
+    target = args.target or "trn2"
+    res = get_backend("neuron-hw").run(Path(args.kernel).read_text(), list(inputs), target, kernel_name=args.kernel_name)
+    if res.error is not None:
+        print(f"error: {res.error.get('location', '')}: {res.error.get('message', res.error)}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({**res.profile.to_dict(), "measurement": res.measurement, "toolchain": res.toolchain}, indent=2))
+    else:
+        print(summary_text(res.profile))
+        m = res.measurement
+        if "median_us" in m:
+            stable = "" if m.get("stable") else f" — UNSTABLE (above the {100 * m['spread_limit']:.0f}% gate)"
+            print(f"measured on {target} with neuron-profile: median {m['median_us']:.3f} µs of {m['captures']} captures, "
+                  f"spread {100 * m['spread']:.2f}%{stable}")
     return 0

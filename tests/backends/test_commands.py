@@ -91,3 +91,16 @@ def test_integrate_takes_a_sessions_best_passing_kernel(tmp_path: Path) -> None:
     assert origin == "session 20261130-000000-abcdef (best pass, 4.500 µs neuron-profile)"
     with pytest.raises(FileNotFoundError, match="neither a kernel file nor a session"):
         resolve_kernel("nope", str(tmp_path / "sessions"))
+
+
+def test_profile_on_hardware_reports_the_profilers_measurement(fake_neuron: FakeNeuron, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """`nkiagent profile --backend neuron-hw` times the kernel with (fake) neuron-profile instead of estimating it."""
+    from nkiagent.cli import main
+
+    monkeypatch.setenv("NKI_FAKE_TIMES", "20")
+    rc = main(["profile", str(VECTOR_ADD), "--inputs", "a:256x512:float32,b:256x512:float32", "--backend", "neuron-hw", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["timing_source"] == "neuron-profile" and out["latency_us"] == 20.0
+    assert out["measurement"]["median_us"] == 20.0 and out["measurement"]["stable"] is True
+    assert len(fake_neuron.calls("nki.baremetal")) == 1 and fake_neuron.calls("neuron-profile capture") and fake_neuron.calls("neuron-profile view")
