@@ -120,11 +120,21 @@ def test_trl_reward_fn_and_verl_compute_score() -> None:
     assert out == {"score": 1.3, "outcome": "pass", "verdict": "pass", "speedup": 1.0}
 
 
-def test_scorer_over_the_search_executors() -> None:
+@pytest.mark.parametrize("executor", ["local", "ray"])
+def test_scorer_over_the_search_executors(executor: str) -> None:
+    """The reward server's evaluations spread over the local pool or a Ray cluster (here a local one), same rewards."""
     from nkiagent.commands.export import search_evaluator
 
-    scorer = Scorer("tiered", seeds=1, hidden=False, evaluate_many=search_evaluator("local", seeds=1, hidden=False, workers=2))
-    got = scorer.score([_fence(baseline_kernel()), _fence(cheat_kernel())], ["vector_add"] * 2, ["trn2"] * 2)
+    if executor == "ray":
+        import ray  # the `ray` extra; CI installs it (.ci/run)
+
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        scorer = Scorer("tiered", seeds=1, hidden=False, evaluate_many=search_evaluator(executor, seeds=1, hidden=False, workers=2))
+        got = scorer.score([_fence(baseline_kernel()), _fence(cheat_kernel())], ["vector_add"] * 2, ["trn2"] * 2)
+    finally:
+        if executor == "ray":
+            ray.shutdown()
     assert [s.reward.reward for s in got] == [0.2, -1.0]  # tiered: a pass at exactly 1x earns 0.2; a cheat −1
     assert got[0].evaluation is not None and got[0].evaluation["speedup"] == 1.0
 
