@@ -194,7 +194,7 @@ class ModelMutator:
             turn = self.model.complete(messages, self.tools)
         except ModelError as exc:  # after the model's own retries: this child is lost, the search goes on (or runs dry and stops)
             return Proposal(None, f"model error: {exc}")
-        record = {"content": turn.content, "tool_calls": [tc.to_message() for tc in turn.tool_calls], "model": turn.model or self.name,
+        record = {"prompt": messages, "content": turn.content, "tool_calls": [tc.to_message() for tc in turn.tool_calls], "model": turn.model or self.name,
                   "usage": {"prompt_tokens": turn.usage.prompt_tokens, "completion_tokens": turn.usage.completion_tokens,
                             "cost_usd": turn.usage.cost_usd}}
         bad = next((tc.error for tc in turn.tool_calls if tc.error), "")

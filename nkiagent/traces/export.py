@@ -241,6 +241,37 @@ def _code_key(turn: Turn | None, completion: Any) -> Any:
 # -- SFT ----------------------------------------------------------------------------------------
 
 def _sft(rec: SessionRecord, fmt: str, opts: ExportOptions, res: ExportResult) -> list[tuple[str, dict[str, Any]]]:
+    children = _sft_children(rec, fmt)
+    return _sft_trajectory(rec, fmt, opts, res, quiet=bool(children)) + children
+
+
+def _sft_children(rec: SessionRecord, fmt: str) -> list[tuple[str, dict[str, Any]]]:
+    """One row per search child that passed and whose prompt the session recorded (model-driven searches).
+
+    Children that failed or were rejected are no completion anywhere (OpenAI weight 0 would train nothing).
+    """
+    rows: list[tuple[str, dict[str, Any]]] = []
+    for c in rec.candidates:
+        if not (c.parents and c.prompt and c.message is not None and c.outcome == "pass"):
+            continue
+        called = sorted({str((tc.get("function") or {}).get("name")) for tc in c.message.get("tool_calls") or []})
+        tools = tool_schemas(rec.tool_names or called, str(rec.meta.get("workspace") or ""))
+        msgs = [*c.prompt, c.message]
+        key = _digest(c.prompt, c.code_sha256)
+        meta = {"session_id": rec.id, "task": rec.task, "model": rec.model, "candidate_id": c.candidate_id}
+        if fmt == "openai":
+            rows.append((key, {"messages": [openai_message(m, 1 if m is c.message else None) for m in msgs], "tools": tools,
+                               "parallel_tool_calls": False}))
+        elif fmt == "trl":
+            conv = _trl_messages(msgs)
+            rows.append((key, {"prompt": conv[:-1], "completion": conv[-1:], "tools": tools, **meta}))
+        else:
+            system, conv = _sharegpt(msgs)
+            rows.append((key, {"conversations": conv, "system": system, "tools": json.dumps(tools), **meta}))
+    return rows
+
+
+def _sft_trajectory(rec: SessionRecord, fmt: str, opts: ExportOptions, res: ExportResult, quiet: bool) -> list[tuple[str, dict[str, Any]]]:
     msgs, owners = rec.trajectory, rec.trajectory_turns
     turns = {t.turn: t for t in rec.turns}
     owner = {i: turns[o] for i, o in enumerate(owners) if o is not None}  #: trajectory index → the turn of that assistant message
@@ -248,7 +279,8 @@ def _sft(rec: SessionRecord, fmt: str, opts: ExportOptions, res: ExportResult) -
     masked = len(owner) - len(trainable)
     res.stats["turns_masked"] += masked
     if not trainable:
-        res.stats["skipped_nothing_trainable"] += 1
+        if not quiet:
+            res.stats["skipped_nothing_trainable"] += 1
         return []
     if opts.last_turn_only:
         trainable = trainable[-1:]

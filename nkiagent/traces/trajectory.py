@@ -87,6 +87,7 @@ class Candidate:
     parents: tuple[str, ...] = ()
     strategy: str = ""
     message: dict[str, Any] | None = None  #: the assistant message that produced it, when the event carries one
+    prompt: list[dict[str, Any]] | None = None  #: the messages a search's model saw when it wrote this child
 
     @property
     def outcome(self) -> str:
@@ -149,10 +150,11 @@ class SessionRecord:
     def parent_prompt(self, c: Candidate) -> list[dict[str, Any]]:
         """The context a search child was written in, rebuilt from the session: the task and the parent kernel(s).
 
-        A search records each child's answer but not the prompt it was sent (the mutator
-        builds it from the parent), so exports that need a prompt rebuild it from what the
-        session does keep.
+        A model-driven search records the exact messages with each child, and those are used;
+        ``builtin/tuner`` children have none, so their prompt is rebuilt from what the session keeps.
         """
+        if c.prompt:
+            return c.prompt
         by_id = {x.candidate_id: x for x in self.candidates if x.candidate_id}
         parts = [f"Task: {self.task} on {self.target}. Improve the kernel below: keep it correct, make it faster."]
         for pid in c.parents:
@@ -180,8 +182,10 @@ def _candidate(k: int, e: dict[str, Any], last_eval: dict[str, Any] | None) -> C
     mt = e.get("model_turn") if isinstance(e.get("model_turn"), dict) else e.get("message")  # a search records the model's answer inline
     msg = {"role": "assistant", "content": mt.get("content"), **({"tool_calls": mt["tool_calls"]} if mt.get("tool_calls") else {})} \
         if isinstance(mt, dict) else None
+    prompt = mt.get("prompt") if isinstance(mt, dict) and isinstance(mt.get("prompt"), list) else None
     return Candidate(k, str(e.get("code_sha256") or ev.get("code_sha256") or ""), dict(ev), turn if isinstance(turn, int) else None,
-                     "" if e.get("candidate_id") is None else str(e["candidate_id"]), tuple(str(p) for p in e.get("parents") or ()), str(e.get("strategy") or ""), msg)
+                     "" if e.get("candidate_id") is None else str(e["candidate_id"]), tuple(str(p) for p in e.get("parents") or ()), str(e.get("strategy") or ""), msg,
+                     prompt)
 
 
 _REQUEST = re.compile(rb'^\{\s*"type"\s*:\s*"model_request"')

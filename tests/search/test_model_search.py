@@ -70,6 +70,7 @@ def test_each_strategy_with_a_model_over_http(tmp_path: Path, server: FakeOpenAI
     assert [c["cost_usd"] for c in cands] == [0.0, COST, COST] and out.cost_usd == pytest.approx(2 * COST)
     assert all(c["model_turn"]["tool_calls"][0]["function"]["name"] == "write_file" for c in cands[1:])
     assert all(c["model_turn"]["usage"]["prompt_tokens"] == 100_000 for c in cands[1:])
+    assert [c["model_turn"]["prompt"] for c in cands[1:]] == [r["body"]["messages"] for r in server.requests]  # what the model saw, for SFT
     body = server.requests[0]["body"]
     assert body["model"] == "gpt-4o-mini" and {t["function"]["name"] for t in body["tools"]} == {"edit_file", "write_file"}
     prompt = body["messages"][1]["content"]

@@ -252,3 +252,23 @@ def test_search_siblings_become_preference_pairs_and_rl_rows(tmp_path: Path) -> 
     assert [(r["completion"]["content"], r["outcome"], r["reward"]) for r in steps] == [
         ("try slower", "pass", 1.1), ("try faster", "pass", 1.9), ("try cheat", "rejected", -1.0), ("try noise", "pass", 1.905)]
     assert steps[2]["weight"] == 0 and steps[2]["return"] == -1.0
+
+
+def test_a_model_searchs_passing_children_become_sft_rows_with_the_prompt_the_model_saw(tmp_path: Path) -> None:
+    root = tmp_path / "sessions"
+    d = _search_session(root)
+    events = [json.loads(line) for line in (d / "events.jsonl").read_text().splitlines()]
+    seen = [{"role": "system", "content": "You write NKI kernels."}, {"role": "user", "content": "Improve candidate #0."}]
+    with (d / "events.jsonl").open("w") as fh:  # the same session, recorded by a search that keeps each child's prompt
+        for e in events:
+            if isinstance(e.get("model_turn"), dict):
+                e["model_turn"]["prompt"] = seen
+            fh.write(json.dumps(e) + "\n")
+    rows = _rows(root, "sft", "openai")
+    assert [r["messages"][-1]["content"] for r in rows] == ["try slower", "try faster", "try noise"]  # the cheat is no completion
+    assert all(r["messages"][:2] == seen and r["messages"][-1]["weight"] == 1 and openai_chat_errors(r) == [] for r in rows)
+    assert [t["function"]["name"] for t in rows[0]["tools"]] == ["edit_file"]
+    trl = _rows(root, "sft", "trl")
+    assert len(trl) == 3 and trl[1]["prompt"][-1]["content"] == "Improve candidate #0." and trl[1]["candidate_id"] == "2"
+    steps = _rows(root, "rl", "steps")
+    assert all(r["prompt"] == seen for r in steps)  # RL rows use the recorded prompt too, not a rebuilt one
