@@ -116,7 +116,7 @@ class SearchRun:
     """One open search: the database, the operator, the executor, the budget and the persisted state."""
 
     def __init__(self, session: Session, config: SearchConfig, mutator: Mutator, executor: Executor,
-                 on_candidate: Callable[[Candidate], None] | None = None) -> None:
+                 on_candidate: Callable[[Candidate], None] | None = None, should_stop: Callable[[], bool] | None = None) -> None:
         self.session = session
         self.config = config
         self.mutator = mutator
@@ -126,6 +126,7 @@ class SearchRun:
         self.strategy: Strategy = make_strategy(config.strategy)
         self.state: dict[str, Any] = dict(session.meta().get("search_state") or {"round": 0, "extra_cost_usd": 0.0, "seconds": 0.0})
         self.on_candidate = on_candidate
+        self.should_stop = should_stop  #: asked before every round: a person (the UI's ctrl+c) may stop the search
         self._t0 = time.monotonic()
         self._empty_rounds = 0
 
@@ -151,6 +152,8 @@ class SearchRun:
         """Why the search must stop now ("" to go on)."""
         cfg = self.config
         best = self.db.best()
+        if self.should_stop is not None and self.should_stop():
+            return "stopped by the user"
         if len(self.db) >= cfg.max_candidates:
             return f"max candidates ({cfg.max_candidates}) evaluated"
         if cfg.budget_usd is not None and self.cost_usd() >= cfg.budget_usd:
@@ -249,12 +252,13 @@ class SearchRun:
         return reason
 
 
-def _open(session: Session, cfg: SearchConfig, on_candidate: Callable[[Candidate], None] | None) -> tuple[SearchRun, str]:
+def _open(session: Session, cfg: SearchConfig, on_candidate: Callable[[Candidate], None] | None,
+          should_stop: Callable[[], bool] | None) -> tuple[SearchRun, str]:
     from ..tasks import get_task
 
     task = get_task(cfg.task)
     executor = make_executor(cfg.executor, cfg.workers, cfg.ray_address)
-    return SearchRun(session, cfg, make_mutator(cfg, task), executor, on_candidate), starting_kernel(task, cfg.kernel)
+    return SearchRun(session, cfg, make_mutator(cfg, task), executor, on_candidate, should_stop), starting_kernel(task, cfg.kernel)
 
 
 def _finish(run: SearchRun, reason: str) -> SearchOutcome:
@@ -264,8 +268,9 @@ def _finish(run: SearchRun, reason: str) -> SearchOutcome:
     return SearchOutcome(run.session, reason, best, len(run.db), run.cost_usd(), run.seconds())
 
 
-def _drive(session: Session, cfg: SearchConfig, on_candidate: Callable[[Candidate], None] | None) -> SearchOutcome:
-    run, source = _open(session, cfg, on_candidate)
+def _drive(session: Session, cfg: SearchConfig, on_candidate: Callable[[Candidate], None] | None,
+           should_stop: Callable[[], bool] | None = None) -> SearchOutcome:
+    run, source = _open(session, cfg, on_candidate, should_stop)
     try:
         return _finish(run, run.run(source))
     finally:
@@ -274,8 +279,9 @@ def _drive(session: Session, cfg: SearchConfig, on_candidate: Callable[[Candidat
         session.close()
 
 
-def run_search(cfg: SearchConfig, sessions_dir: Path, on_candidate: Callable[[Candidate], None] | None = None) -> SearchOutcome:
-    """Start a new search session and run it to a stop."""
+def run_search(cfg: SearchConfig, sessions_dir: Path, on_candidate: Callable[[Candidate], None] | None = None,
+               should_stop: Callable[[], bool] | None = None) -> SearchOutcome:
+    """Start a new search session and run it to a stop (``should_stop`` returning True ends it after the current round)."""
     from .. import __version__
     from ..tasks import get_task
 
@@ -284,11 +290,11 @@ def run_search(cfg: SearchConfig, sessions_dir: Path, on_candidate: Callable[[Ca
     session = SessionStore(sessions_dir).create({"kind": "search", "task": task, "model": cfg.model, "strategy": cfg.strategy,
                                                  "target": cfg.target, "config": asdict(cfg), "versions": {"nkiagent": __version__}})
     session.append("session_start", kind="search", task=task, model=cfg.model, strategy=cfg.strategy, target=cfg.target)
-    return _drive(session, cfg, on_candidate)
+    return _drive(session, cfg, on_candidate, should_stop)
 
 
 def resume_search(session_dir: Path, overrides: dict[str, Any] | None = None,
-                  on_candidate: Callable[[Candidate], None] | None = None) -> SearchOutcome:
+                  on_candidate: Callable[[Candidate], None] | None = None, should_stop: Callable[[], bool] | None = None) -> SearchOutcome:
     """Continue a stored search from its database (budgets may be raised with ``overrides``)."""
     session = SessionStore(session_dir.parent).open(session_dir.name)
     meta = session.meta()
@@ -298,4 +304,4 @@ def resume_search(session_dir: Path, overrides: dict[str, Any] | None = None,
     cfg = SearchConfig.from_dict({**meta["config"], **{k: v for k, v in (overrides or {}).items() if v is not None}})
     session.update_meta(config=asdict(cfg))
     session.append("note", text="search resumed", candidates=sum(1 for e in session.events() if e.get("type") == "candidate"))
-    return _drive(session, cfg, on_candidate)
+    return _drive(session, cfg, on_candidate, should_stop)

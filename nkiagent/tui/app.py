@@ -1,14 +1,17 @@
 """The nkiagent app: pair-program a kernel, review every hunk, see where the time goes.
 
-Layout: the conversation and the prompt on the left; kernel, candidates and profile tabs on the
-right; a status bar at the bottom. Reviews take the whole screen (:class:`ReviewScreen`).
+Layout: the conversation and the prompt on the left; kernel, candidates, profile and search tabs on
+the right; a status bar at the bottom. Reviews take the whole screen (:class:`ReviewScreen`).
 
 Threads: the agent loop (model calls, tools, evaluations) runs on a thread worker through an
 :class:`~nkiagent.tui.bridge.AgentBridge`; its events and tokens arrive here as messages posted
 thread-safely, and a review interrupt opens the review screen through ``call_from_thread`` and
 waits on a future. ``/profile`` and ``/undo`` run on workers too, so no key ever waits for a
-model or the verifier. Nothing heavy (LangGraph, litellm, the verifier) is imported before the
-first frame.
+model or the verifier. ``/search`` runs :func:`nkiagent.search.run_search` on its own worker; each
+candidate arrives as a :class:`SearchCandidate` message for the search tab, and ``ctrl+c`` stops
+it through the engine's ``should_stop`` hook after the round in flight (everything evaluated is
+recorded in the search session, which ``nkiagent search --resume ID`` continues). Nothing heavy (LangGraph,
+litellm, the verifier, the search engine) is imported before the first frame.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -33,9 +36,13 @@ from textual.widgets import DataTable, Footer, Input, TabbedContent, TabPane
 
 from .bridge import AgentBridge
 from .commands import COMMANDS, help_text, parse, transcript_markdown
-from .widgets import Conversation, KernelView, Leaderboard, ProfileView, StatusBar
+from .widgets import Conversation, KernelView, Leaderboard, ProfileView, SearchView, StatusBar
 
-__all__ = ["AgentEvent", "Launch", "NkiAgentApp", "RunFinished", "Token"]
+__all__ = ["AgentEvent", "Launch", "NkiAgentApp", "RunFinished", "SearchCandidate", "SearchFinished", "Token"]
+
+if TYPE_CHECKING:
+    from ..search.db import Candidate
+    from ..search.engine import SearchConfig
 
 W = TypeVar("W", bound=Widget)
 
@@ -86,17 +93,36 @@ class RunFinished(Message):
         self.error = error
 
 
+class SearchCandidate(Message):
+    """One candidate the search evaluated (its ``candidate`` event fields)."""
+
+    def __init__(self, event: dict[str, Any]) -> None:
+        super().__init__()
+        self.event = event
+
+
+class SearchFinished(Message):
+    """The search thread stopped: ``reason`` (a budget, or stopped by the user), or ``error``; ``session_dir`` when known."""
+
+    def __init__(self, reason: str, session_dir: Path | None, error: str = "") -> None:
+        super().__init__()
+        self.reason = reason
+        self.session_dir = session_dir
+        self.error = error
+
+
 class NkiAgentApp(App[None]):
     """See the module docstring."""
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: Textual resolves relative paths against a subclass's module
     TITLE = TITLE
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("ctrl+c", "cancel_turn", "cancel turn", priority=True),
+        Binding("ctrl+c", "cancel_turn", "cancel", priority=True),
         Binding("ctrl+q", "quit", "quit"),
         Binding("f2", "tab('kernel')", "kernel"),
         Binding("f3", "tab('candidates')", "candidates"),
         Binding("f4", "tab('profile')", "profile"),
+        Binding("f5", "tab('search')", "search"),
     ]
 
     def __init__(self, launch: Launch) -> None:
@@ -110,6 +136,9 @@ class NkiAgentApp(App[None]):
         self.kernel_path = ""
         self.busy = False
         self.bells = 0
+        self.searching = False
+        self.search_dir: Path | None = None  #: the session of the last search started here
+        self._search_stop = threading.Event()
 
     # -- layout ----------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -124,6 +153,8 @@ class NkiAgentApp(App[None]):
                     yield Leaderboard(id="leaderboard")
                 with TabPane("Profile", id="profile"):
                     yield ProfileView(id="profile-view")
+                with TabPane("Search", id="search"):
+                    yield SearchView(id="search-view")
         yield StatusBar(id="status")
         yield Footer()
 
@@ -332,7 +363,8 @@ class NkiAgentApp(App[None]):
             from ..agent.models import get_model
 
             try:
-                rt.model = get_model(arg, api_base=self.launch.api_base) if self.launch.api_base else get_model(arg)
+                remote = self.launch.api_base and not arg.startswith("builtin/")  # the builtin models take no endpoint
+                rt.model = get_model(arg, api_base=self.launch.api_base) if remote else get_model(arg)
             except (ValueError, OSError) as exc:
                 await self.conversation.note(f"/model: {exc}", "red")
                 return
@@ -410,13 +442,82 @@ class NkiAgentApp(App[None]):
         out.write_text(transcript_markdown(read_events(self.session_dir / "events.jsonl")))
         await self.conversation.note(f"wrote {out}", "green")
 
+    async def cmd_search(self, arg: str) -> None:
+        from ..search.strategies import STRATEGIES
+
+        parts = arg.split()
+        usage = f"usage: /search {'|'.join(STRATEGIES)} [N] [TASK]"
+        if not parts or parts[0] not in STRATEGIES or len(parts) > 3 or (len(parts) > 1 and not (parts[1].isdigit() and int(parts[1]) > 0)):
+            await self.conversation.note(usage, "red")
+            return
+        task = parts[2] if len(parts) > 2 else self.launch.task
+        if not task:
+            await self.conversation.note("/search needs a task: /task NAME first, or /search STRATEGY N TASK", "yellow")
+            return
+        if self.searching:
+            await self.conversation.note("a search is running: ctrl+c stops it first", "yellow")
+            return
+        from ..search.engine import SearchConfig
+
+        la = self.launch
+        current = la.workspace / self.kernel_path
+        kernel = str(current) if task == la.task and self.kernel_path and current.is_file() else None  # search from the session's kernel
+        cfg = SearchConfig(task=task, strategy=parts[0], model=la.model, target=la.target, api_base=la.api_base, kernel=kernel,
+                           max_candidates=int(parts[1]) if len(parts) > 1 else SearchConfig.max_candidates)
+        self.searching = True
+        self._search_stop.clear()
+        self.main(SearchView).begin(cfg.strategy, task, cfg.max_candidates)
+        self.action_tab("search")
+        await self.conversation.note(f"searching: {cfg.strategy} on {task} with {cfg.model}, {cfg.max_candidates} candidates (f5; ctrl+c stops)")
+        self._search(cfg, la.sessions_dir or la.workspace / "sessions")
+
+    @work(thread=True, group="search", exit_on_error=False)
+    def _search(self, cfg: SearchConfig, sessions_dir: Path) -> None:
+        from ..search.engine import run_search
+
+        def seen(c: Candidate) -> None:
+            self.post_message(SearchCandidate(c.event_fields()))
+
+        try:  # ctrl+c sets the event; the engine stops after the round in flight, with everything recorded
+            out = run_search(cfg, sessions_dir, on_candidate=seen, should_stop=self._search_stop.is_set)
+        except Exception as exc:  # noqa: BLE001 — shown in the conversation; the app keeps running
+            self.post_message(SearchFinished("failed", None, f"search failed: {type(exc).__name__}: {exc}"))
+        else:
+            self.post_message(SearchFinished(out.stop_reason, out.session.dir))
+
+    async def on_search_candidate(self, message: SearchCandidate) -> None:
+        try:
+            self.main(SearchView).add_candidate(message.event)
+        except NoMatches:
+            pass
+
+    async def on_search_finished(self, message: SearchFinished) -> None:
+        self.searching = False
+        self.search_dir = message.session_dir
+        try:
+            view = self.main(SearchView)
+        except NoMatches:
+            return
+        view.finish(message.reason)
+        if message.error:
+            await self.conversation.note(message.error, "bold red")
+            return
+        best = view.best_speedup()
+        where = f"; session {message.session_dir.name} (nkiagent report {message.session_dir.name})" if message.session_dir else ""
+        await self.conversation.note(f"search {message.reason}: {len(view.rows)} candidates, best "
+                                     f"{f'{best:.3f}×' if best is not None else 'none passed'}{where}", "bold")
+
     # -- keys and palette ------------------------------------------------------------------------
     def action_tab(self, name: str) -> None:
         self.main(TabbedContent).active = name
 
     async def action_cancel_turn(self) -> None:
+        if self.searching and not self._search_stop.is_set():
+            self._search_stop.set()
+            await self.conversation.note("stopping the search after its current round …", "yellow")
         if not self.busy:
-            self.notify("nothing to cancel (ctrl+q quits)")
+            if not self.searching:
+                self.notify("nothing to cancel (ctrl+q quits)")
             return
         from .review import ReviewScreen
 
@@ -428,6 +529,7 @@ class NkiAgentApp(App[None]):
     async def action_quit(self) -> None:
         """Quit; a turn in flight is cancelled first, so a waiting review or stream does not keep the agent thread alive."""
         self.bridge.cancel()
+        self._search_stop.set()
         self.exit()
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:

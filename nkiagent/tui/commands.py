@@ -24,15 +24,17 @@ COMMANDS: dict[str, SlashCommand] = {c.name: c for c in (
     SlashCommand("approve", "/approve ask|auto|never", "review each edit, apply all, or dry-run", True),
     SlashCommand("undo", "/undo", "restore the kernel to the session's previous snapshot"),
     SlashCommand("profile", "/profile", "profile the current kernel (engine busy, timeline, roofline, advice)"),
+    SlashCommand("search", "/search STRATEGY [N] [TASK]",
+                 "search for a faster kernel (best-of-n, refine, beam or evolve; N candidates) with the current model; f5 shows it", True),
     SlashCommand("export", "/export [PATH]", "write the conversation as Markdown (default sessions/<id>/transcript.md)"),
     SlashCommand("help", "/help", "list commands and keys"),
 )}
 
 KEYS = (
-    ("ctrl+c", "cancel the current turn (the session is kept)"),
+    ("ctrl+c", "cancel the current turn (the session is kept) or stop a running search"),
     ("ctrl+p", "command palette"),
     ("ctrl+q", "quit"),
-    ("f2 / f3 / f4", "kernel / candidates / profile tab"),
+    ("f2 / f3 / f4 / f5", "kernel / candidates / profile / search tab"),
     ("review: space a r enter e f s", "toggle hunk, accept all, reject all, apply selection, $EDITOR, feedback, split view"),
 )
 

@@ -1,4 +1,4 @@
-"""The main screen's widgets: conversation, status bar, kernel view, candidates leaderboard, profile view.
+"""The main screen's widgets: conversation, status bar, kernel view, candidates leaderboard, profile view, search view.
 
 Each widget is fed plain session events (the dicts :meth:`nkiagent.traces.store.Session.append`
 writes), so a live session and a stored one replayed on resume draw the same thing.
@@ -7,6 +7,7 @@ writes), so a live session and a stored one replayed on resume draw the same thi
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,12 +18,24 @@ from textual.widgets import Collapsible, DataTable, Sparkline, Static
 
 from .profiling import render_profile
 
-__all__ = ["Conversation", "KernelView", "Leaderboard", "ProfileView", "Status", "StatusBar", "VerdictCard"]
+__all__ = ["Conversation", "KernelView", "Leaderboard", "ProfileView", "SearchView", "Status", "StatusBar", "VerdictCard"]
 
 
 def _short(args: Any, limit: int = 60) -> str:
     text = json.dumps(args, ensure_ascii=False) if not isinstance(args, str) else args
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _verdict(verdict: Any) -> Text:
+    return Text(str(verdict), style={"pass": "green", "fail": "red"}.get(str(verdict), "magenta"))
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return format(value, fmt) if value is not None else "–"
+
+
+def _speedup(value: float | None) -> str:
+    return f"{value:.3f}×" if value is not None else "–"
 
 
 class VerdictCard(Static):
@@ -150,7 +163,7 @@ class Status:
     extra: dict[str, str] = field(default_factory=dict)
 
     def render(self) -> Text:
-        best = f"{self.best_speedup:.3f}×" if self.best_speedup is not None else "–"
+        best = _speedup(self.best_speedup)
         t = Text()
         t.append(f" {self.state} ", style="bold reverse")
         for label, value in (("model", self.model), ("target", self.target), ("turn", str(self.turn)), ("tokens", f"{self.tokens:,}"),
@@ -230,17 +243,103 @@ class Leaderboard(Vertical):
         table.clear()
         ranked = sorted(self.rows, key=lambda r: (r["verdict"] != "pass", -(r["speedup"] or 0.0), r["n"]))
         for r in ranked:
-            color = {"pass": "green", "fail": "red"}.get(r["verdict"], "magenta")
-            table.add_row(str(r["n"]), str(r["turn"]), Text(str(r["verdict"]), style=color),
-                          f"{r['latency_us']:,.2f}" if r["latency_us"] is not None else "–",
-                          f"{r['speedup']:.3f}×" if r["speedup"] is not None else "–",
-                          f"{100 * r['fraction']:.1f}" if r["fraction"] is not None else "–", r["sha"][:10], key=str(r["n"]))
+            table.add_row(str(r["n"]), str(r["turn"]), _verdict(r["verdict"]), _num(r["latency_us"], ",.2f"),
+                          _speedup(r["speedup"]),
+                          _num(100 * r["fraction"] if r["fraction"] is not None else None, ".1f"), r["sha"][:10], key=str(r["n"]))
 
     def show_diff(self, diff: str) -> None:
         from rich.syntax import Syntax
 
         body = Syntax(diff, "diff", theme="monokai") if diff else Text("identical to the current kernel", style="dim")
         self.query_one("#candidate-diff", Static).update(body)
+
+
+class SearchView(Vertical):
+    """A search started with ``/search``: progress, its candidates best first, and (evolve) a summary per island.
+
+    Fed the search session's ``candidate`` event fields (:meth:`nkiagent.search.db.Candidate.event_fields`),
+    so it shows exactly what the candidate database holds.
+    """
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.rows: list[dict[str, Any]] = []
+        self.strategy = ""
+        self.task_name = ""
+        self.budget = 0
+        self.state = ""  #: "running", or why the search stopped
+        self._t0 = 0.0
+        self._elapsed: float | None = None  # frozen when the search stops
+        self._timer: Any = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("no search yet: /search STRATEGY [N] starts one", style="dim"), id="search-progress")
+        table: DataTable[str] = DataTable(id="search-table", cursor_type="row", zebra_stripes=True)
+        table.add_columns("#", "verdict", "speedup", "reward", "island", "gen", "latency µs", "timing", "strategy")  # the narrow panel shows the left ones
+        yield table
+        islands: DataTable[str] = DataTable(id="island-table", zebra_stripes=True)
+        islands.add_columns("island", "candidates", "pass", "best speedup")
+        yield islands
+
+    def begin(self, strategy: str, task: str, budget: int) -> None:
+        """A new search: empty tables, the clock started (ticking every second while it runs)."""
+        self.rows, self.strategy, self.task_name, self.budget, self.state = [], strategy, task, budget, "running"
+        self._t0, self._elapsed = time.monotonic(), None
+        self.query_one("#search-table", DataTable).clear()
+        self.query_one("#island-table", DataTable).clear()
+        self.query_one("#island-table").display = strategy == "evolve"
+        if self._timer is None:
+            self._timer = self.set_interval(1.0, self._show_progress)
+        self._timer.resume()
+        self._show_progress()
+
+    def finish(self, state: str) -> None:
+        self.state = state
+        self._elapsed = time.monotonic() - self._t0
+        if self._timer is not None:
+            self._timer.pause()
+        self._show_progress()
+
+    def best_speedup(self) -> float | None:
+        passing = [r["speedup"] for r in self.rows if r.get("verdict") == "pass" and r.get("speedup") is not None]
+        return max(passing) if passing else None
+
+    def islands(self) -> dict[int, tuple[int, int, float | None]]:
+        """island → (candidates, passing, best speedup)."""
+        out: dict[int, tuple[int, int, float | None]] = {}
+        for r in self.rows:
+            n, ok, best = out.get(int(r.get("island", 0)), (0, 0, None))
+            sp = r.get("speedup") if r.get("verdict") == "pass" else None
+            out[int(r.get("island", 0))] = (n + 1, ok + (r.get("verdict") == "pass"), best if sp is None else max(best or 0.0, sp))
+        return dict(sorted(out.items()))
+
+    def add_candidate(self, e: dict[str, Any]) -> None:
+        self.rows.append(e)
+        table = self.query_one("#search-table", DataTable)
+        table.clear()
+        ranked = sorted(self.rows, key=lambda r: (r.get("verdict") != "pass", -(r.get("speedup") or 0.0), -float(r.get("reward", 0.0)), r["candidate_id"]))
+        for r in ranked:
+            table.add_row(str(r["candidate_id"]), _verdict(r.get("verdict")), _speedup(r.get("speedup")), f"{float(r.get('reward', 0.0)):.3f}",
+                          str(r.get("island", 0)), str(r.get("generation", 0)), _num(r.get("latency_us"), ",.2f"),
+                          str(r.get("timing_source") or "–"), str(r.get("strategy", "")), key=str(r["candidate_id"]))
+        islands = self.query_one("#island-table", DataTable)
+        islands.clear()
+        for island, (n, ok, best) in self.islands().items():
+            islands.add_row(str(island), str(n), str(ok), _speedup(best), key=str(island))
+        self._show_progress()
+
+    def _show_progress(self) -> None:
+        elapsed = self._elapsed if self._elapsed is not None else time.monotonic() - self._t0
+        best = self.best_speedup()
+        t = Text()
+        t.append(f" {self.strategy} ", style="bold reverse")
+        t.append(f" {self.task_name}  ")
+        t.append(f"{len(self.rows)}/{self.budget}", style="bold")
+        t.append(" candidates  best ", style="dim")
+        t.append(_speedup(best), style="bold")
+        t.append(f"  {elapsed:.1f} s  ", style="dim")
+        t.append(self.state, style="yellow" if self.state == "running" else "bold")
+        self.query_one("#search-progress", Static).update(t)
 
 
 class ProfileView(VerticalScroll):

@@ -73,6 +73,10 @@ def test_budget_stops_target_speedup_patience_and_wall_time(tmp_path: Path) -> N
     assert 0.0 < fraction < 1.0
     out = run_search(_cfg("beam", max_candidates=6, target_sol=fraction), tmp_path / "d")
     assert out.stop_reason == f"target {100 * fraction:g}% of the speed of light reached" and out.candidates == 1
+    seen: list[Candidate] = []
+    out = run_search(_cfg("evolve", max_candidates=30), tmp_path / "e", on_candidate=seen.append, should_stop=lambda: len(seen) >= 2)
+    assert out.stop_reason == "stopped by the user" and 2 <= out.candidates == len(seen) < 30  # after the round in flight, all recorded
+    assert read_events(out.session.dir / "events.jsonl")[-1]["stop_reason"] == "stopped by the user"
 
 
 def test_a_small_search_space_is_exhausted_not_looped_forever(tmp_path: Path) -> None:
