@@ -11,6 +11,7 @@ views.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from . import dtypes as dt
-from .errors import NkiCapacityError, NkiRuntimeError, NkiTypeError, NkiValidationError, kernel_location
+from .errors import NkiCapacityError, NkiRuntimeError, NkiTypeError, NkiValidationError, NkiWarning, kernel_location
 from .targets import Target
 from .trace import Trace
 
@@ -171,6 +172,7 @@ class KernelContext:
         self.sbuf_peak = 0
         self.psum_peak = 0
         self.onchip: list[OnChipRecord] = []
+        self.spilled: list[OnChipRecord] = []  #: 0.1 kernels only: tensors past SBUF/PSUM capacity, kept in HBM (see finish)
         self.mm_group: Any = None  #: consecutive matmuls accumulating into one PSUM tile, computed as one GEMM
         self.mm_wide: Any = None  #: (operands key, wide product or None): see ops.flush_matmul_group
         self.loops: list[list[Any]] = []  # [uid, kind, iteration]
@@ -272,7 +274,9 @@ class KernelContext:
         checks the peak of live bytes per partition against the target's capacity (raising the
         error at the allocation that overflows) and places every tensor at an address, next-fit so
         that consecutive loop iterations rotate through free space (multi-buffering) when it fits.
-        The cost model tracks dependences through these addresses.
+        The cost model tracks dependences through these addresses. 0.1 kernels are not rejected:
+        their compiler spilled, so a tensor that does not fit is kept in HBM instead, flagged
+        ``spilled`` in the trace's allocation record, with one warning per memory.
         """
         placed: dict[int, int] = {}
         for mem in ("sbuf", "psum"):
@@ -288,7 +292,12 @@ class KernelContext:
                 live = still
                 used += r.bytes_pp
                 if used > cap:
-                    self._overflow(mem, r, live, used, cap)
+                    if self.api != "0.1":
+                        self._overflow(mem, r, live, used, cap)
+                    used -= r.bytes_pp  # the 0.1 compiler spills instead of rejecting: r lives in HBM,
+                    r.address = placed[r.uid] = 2 * cap + sum(x.bytes_pp for x in self.spilled)  # apart from on-chip addresses
+                    self.spilled.append(r)
+                    continue
                 peak = max(peak, used)
                 spans = sorted((x.address, x.address + x.bytes_pp) for x in live)
                 start = self._first_fit(spans, r.bytes_pp, bank, cap, cursor)
@@ -304,10 +313,28 @@ class KernelContext:
                 self.sbuf_peak = peak
             else:
                 self.psum_peak = peak
+        if self.spilled:
+            self._warn_spills()
         if self.trace is not None:
+            spilled = {r.uid for r in self.spilled}
             for rec in self.trace.allocations:
                 if rec["uid"] in placed:
                     rec["address"] = placed[rec["uid"]]
+                if rec["uid"] in spilled:
+                    rec["spilled"] = True  # kept in HBM: its traffic is DMA for the cost model to charge
+
+    def _warn_spills(self) -> None:
+        """One warning per memory naming what the 0.1 compiler would spill to HBM (and how much)."""
+        for mem in ("sbuf", "psum"):
+            recs = [r for r in self.spilled if r.memory == mem]
+            if recs:
+                total = sum(r.bytes_pp for r in recs)
+                warnings.warn(
+                    f"{mem.upper()} overflow on {self.target.name}: {len(recs)} tensor(s) spilled to HBM ({total} B per partition), "
+                    f"first {recs[0].describe()}; the spill traffic costs DMA time",
+                    NkiWarning,
+                    stacklevel=2,
+                )
 
     def _overflow(self, mem: str, r: OnChipRecord, live: list[OnChipRecord], used: int, cap: int) -> None:
         biggest = sorted(live, key=lambda x: -x.bytes_pp)[:3]

@@ -21,7 +21,7 @@ from . import memory as _memory
 from .memory import Alloc, Buffer, BUFFERS
 from .trace import Region
 
-__all__ = ["NkiTensor", "DynSlice", "ds", "index_hook", "assign_hook", "attr_hook", "legacy_ops"]
+__all__ = ["NkiTensor", "DynSlice", "ds", "index_hook", "assign_hook", "attr_hook", "legacy_ops", "slice_hook"]
 
 #: Set by the legacy front-end to handle ``nl.arange``/``nl.mgrid`` index grids (issue 9).
 index_hook: Any = None
@@ -31,6 +31,8 @@ assign_hook: Any = None
 attr_hook: Any = None
 #: Set by the legacy front-end: the 0.1 ``nl`` module that tile operators (``a + b``) dispatch to in 0.1 kernels.
 legacy_ops: Any = None
+#: Set by the legacy front-end: slices running past a dimension in 0.1 kernels, as index grids (bounds checked under the mask).
+slice_hook: Any = None
 
 
 def _legacy() -> bool:
@@ -367,6 +369,10 @@ class NkiTensor:
                     grid = True
         if grid:
             return index_hook(self, index)
+        if slice_hook is not None and _legacy():
+            grids = slice_hook(self, index)
+            if grids is not None:
+                return index_hook(self, grids)
         if n_ell > 1:
             raise NkiTypeError("err_invalid_index", "an index can only have a single ellipsis ('...')")
         ndim = len(self._shape)

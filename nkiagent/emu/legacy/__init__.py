@@ -26,6 +26,7 @@ from .. import tensor as _tensor
 from . import compiler, frontend, grid, isa, language, runtime
 
 _tensor.index_hook = grid.index_hook
+_tensor.slice_hook = grid.slice_hook
 _tensor.assign_hook = runtime.assign
 _tensor.attr_hook = language._tile_method
 _tensor.legacy_ops = language

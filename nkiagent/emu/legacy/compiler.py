@@ -6,7 +6,9 @@ return the kernel unchanged; ``no_reorder`` / ``allocation_scope`` / ``multi_buf
 no-op context managers (execution is always in program order). ``sbuf`` and ``psum`` are
 the buffers themselves plus the direct-allocation constructors: ``mod_alloc`` and ``alloc``
 place each physical tile at the requested address, and logical blocks that share a physical
-tile share its storage, as on the hardware.
+tile share its storage, as on the hardware. The 0.1 compiler traced a loop body once, so a
+direct allocation inside an NKI loop keeps the placement of its first iteration even when the
+kernel advances a Python address counter as it goes (nki-samples' allocated attention).
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ..errors import kernel_location as _kernel_location
 from ..language import no_reorder  # noqa: F401  (re-exported: ncc.no_reorder())
 from ..memory import BUFFERS as _BUFFERS
 from ..memory import Buffer as _Buffer
+from ..memory import running as _running
 from .runtime import DirectAlloc as _DirectAlloc
 
 
@@ -68,6 +72,18 @@ def multi_buffer(factor: int = 2) -> _MultiBuffer:
     return _MultiBuffer(factor)
 
 
+def _traced_once(make: Callable[[], _DirectAlloc]) -> _DirectAlloc:
+    """``make()``, or inside an NKI loop the placement this call site got in the loop's first iteration."""
+    ctx = _running()
+    if ctx is None or ctx.legacy is None or not ctx.loops:
+        return make()
+    key = (_kernel_location(), tuple(f[0] for f in ctx.loops), ctx.program_id)
+    sites = ctx.legacy.direct_sites
+    if key not in sites:
+        sites[key] = make()
+    return sites[key]
+
+
 class _SbufSpace(_Buffer):
     """``ncc.sbuf``: the SBUF buffer, ``auto_alloc()``, and direct allocation with ``mod_alloc`` / ``alloc``."""
 
@@ -78,11 +94,11 @@ class _SbufSpace(_Buffer):
 
     def mod_alloc(self, *, base_addr: int, base_partition: int = 0, num_par_tiles: Any = (), num_free_tiles: Any = ()) -> _DirectAlloc:
         """Block ``idx`` at byte ``base_addr + linear(idx mod num_free_tiles) · tile_bytes`` of every partition."""
-        return _DirectAlloc("sbuf", int(base_addr), tuple(num_free_tiles))
+        return _traced_once(lambda: _DirectAlloc("sbuf", int(base_addr), tuple(num_free_tiles)))
 
     def alloc(self, func: Callable[..., Any]) -> _DirectAlloc:
         """Block ``idx`` at ``func(idx, pdim_size, fdim_size) = (start_partition, byte_addr)``."""
-        return _DirectAlloc("sbuf", func=func)
+        return _traced_once(lambda: _DirectAlloc("sbuf", func=func))
 
 
 class _PsumSpace(_Buffer):
@@ -97,10 +113,10 @@ class _PsumSpace(_Buffer):
                   num_free_tiles: Any = ()) -> _DirectAlloc:
         """Block ``idx`` in bank ``base_bank + linear(idx mod num_bank_tiles)`` (2 KiB each), at ``base_addr`` in it."""
         tiles = tuple(num_bank_tiles) or tuple(num_free_tiles)
-        return _DirectAlloc("psum", int(base_bank) * 2048 + int(base_addr), tiles, bank=bool(tuple(num_bank_tiles)))
+        return _traced_once(lambda: _DirectAlloc("psum", int(base_bank) * 2048 + int(base_addr), tiles, bank=bool(tuple(num_bank_tiles))))
 
     def alloc(self, func: Callable[..., Any]) -> _DirectAlloc:
-        return _DirectAlloc("psum", func=func)
+        return _traced_once(lambda: _DirectAlloc("psum", func=func))
 
 
 sbuf = _SbufSpace("sbuf")

@@ -17,6 +17,7 @@ from ..frontend import Kernel, RunResult, ShapeSpec, run_kernel
 from ..memory import running
 from ..nki.typing import _Annotation
 from ..trace import Trace
+from .runtime import NeedHostPlan, planning
 
 __all__ = [
     "BenchmarkKernel",
@@ -51,10 +52,25 @@ class LegacyKernel(Kernel):
     api = "0.1"
 
     def launch(self, args: tuple[Any, ...], kwargs: dict[str, Any], trace: Trace | None = None) -> RunResult:
+        """Run once; a run whose block tensors outgrow host-memory limits is re-run with a :class:`~.runtime.HostPlan`."""
         args = tuple(_placeholder(a) for a in args)
         kwargs = {k: _placeholder(v) for k, v in kwargs.items()}
         timing_only = any(isinstance(v, ShapeSpec) for v in (*args, *kwargs.values()))
-        return run_kernel(self, args, kwargs, trace=trace, timing_only=timing_only, api="0.1")  # (platform_target= is in options)
+        try:
+            with planning(False):
+                return run_kernel(self, args, kwargs, trace=trace, timing_only=timing_only, api="0.1")  # (platform_target= is in options)
+        except NeedHostPlan:
+            pass
+        if trace is not None:  # drop the aborted attempt's records
+            trace.instructions.clear()
+            trace.allocations.clear()
+            trace.warnings.clear()
+        with planning(None) as plan:
+            assert plan is not None
+            run_kernel(self, args, kwargs, timing_only=True, api="0.1")
+        plan.seal()
+        with planning(plan):
+            return run_kernel(self, args, kwargs, trace=trace, api="0.1")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if running() is not None:

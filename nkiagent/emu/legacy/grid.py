@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import NkiOutOfBoundsError, NkiTypeError, NkiUnsupportedError, NkiValidationError
 from ..tensor import DynSlice, NkiTensor
 
-__all__ = ["Box", "IndexGrid", "MGrid", "Predicate", "TileMeta", "arange", "index_hook", "is_empty", "mask_box", "mask_terms", "restrict", "same_dims"]
+__all__ = ["Box", "IndexGrid", "MGrid", "Predicate", "TileMeta", "arange", "index_hook", "is_empty", "mask_box", "mask_terms", "restrict", "same_dims", "slice_hook"]
 
 #: Per dimension of an iteration space, the half-open range ``(lo, hi)`` an instruction runs on.
 Box = tuple[tuple[int, int], ...]
@@ -319,7 +319,7 @@ def arange(*args: Any) -> IndexGrid:
 
 
 class MGridResult(tuple):  # type: ignore[type-arg]
-    """The grids of ``nl.mgrid[...]``, one per dimension; ``.p`` is the first and ``.x`` the second."""
+    """The grids of ``nl.mgrid[...]``, one per dimension: ``.p``, ``.x``, ``.y``, ``.z`` name the first four."""
 
     @property
     def p(self) -> IndexGrid:
@@ -328,6 +328,14 @@ class MGridResult(tuple):  # type: ignore[type-arg]
     @property
     def x(self) -> IndexGrid:
         return self[1]
+
+    @property
+    def y(self) -> IndexGrid:
+        return self[2]
+
+    @property
+    def z(self) -> IndexGrid:
+        return self[3]
 
 
 class MGrid:
@@ -387,6 +395,9 @@ def index_hook(t: NkiTensor, index: tuple[Any, ...]) -> NkiTensor:
     name = t.name
     if t._strides is None:
         raise NkiUnsupportedError("err_nested_indirect", f"cannot index the indirect view of `{name}` again")
+    gathered: dict[int, np.ndarray] = {}
+    if any(isinstance(i, NkiTensor) for i in index):
+        index, gathered = _gather_index(t, index)
     grids = [i for i in index if isinstance(i, IndexGrid)]
     if any(g.rank == 1 for g in grids):
         raise NkiValidationError("err_1d_arange_not_supported", f"indexing tensor `{name}` with 1d arange is not supported")
@@ -446,8 +457,65 @@ def index_hook(t: NkiTensor, index: tuple[Any, ...]) -> NkiTensor:
         view = NkiTensor(t._a, tuple(shape) + rest_shape, None, offset, t._dtype, addr=base)
     else:
         view = NkiTensor(t._a, tuple(shape) + rest_shape, tuple(strides) + rest_strides, offset, t._dtype)
-    view._lg = TileMeta(vars=tuple(vars_), oob=tuple((k, n, c, coef + (0,) * len(rest_shape)) for k, n, c, coef in oob))
+    deferred: list[tuple[Any, ...]] = [(k, n, c, coef + (0,) * len(rest_shape)) for k, n, c, coef in oob]
+    deferred += [(k, t.shape[k], np.broadcast_to(v.reshape((1,) * (rank - v.ndim) + v.shape), tuple(shape)), None) for k, v in gathered.items()]
+    view._lg = TileMeta(vars=tuple(vars_), oob=tuple(deferred))
     return view
+
+
+def _gather_index(t: NkiTensor, index: tuple[Any, ...]) -> tuple[tuple[Any, ...], dict[int, np.ndarray]]:
+    """``hbm[b, idx_tile, i_f]``: a ``(P, 1)`` SBUF tile of row indices (a DMA gather) as an explicit index grid.
+
+    Indices outside the dimension are clamped for addressing and checked under the
+    instruction's mask (``restrict``): rows a mask leaves out may hold any value, as in
+    nki-samples' resize_nearest, whose ragged last tile computes indices past the image.
+    """
+    from ..ops import read_vector_index
+
+    where = [k for k, i in enumerate(index) if isinstance(i, NkiTensor)]
+    tile = index[where[0]]
+    if len(where) > 1 or t._a.on_chip or tile.ndim != 2 or tile.shape[1] != 1:
+        raise NkiUnsupportedError(
+            "err_tensor_index", f"indexing `{t.name}` with tensors is emulated only for one (P, 1) index tile into an HBM tensor (a DMA gather)"
+        )
+    k = where[0]
+    values = read_vector_index(tile, tile.shape[0]).reshape(tile.shape)
+    clamped = np.clip(values, 0, t.shape[k] - 1)
+    grid = IndexGrid(0, (0, 0), tuple(tile.shape), (frozenset(), frozenset()), clamped)
+    return index[:k] + (grid,) + index[k + 1:], {k: values}
+
+
+def slice_hook(t: NkiTensor, index: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """``t[256:384, h0:h1]`` running past a dimension, as the equivalent ``nl.mgrid`` index (None when all slices fit).
+
+    0.1 checks bounds after masks apply, so a slice may reach past the tensor where the
+    instruction's mask cuts it off (nki-samples' adaptive average pool loads its last, ragged
+    ``N*C`` tile that way). As grids, the excess becomes a deferred bound checked against the
+    mask (:func:`restrict`). Only indexes of at least two slices and integers are rewritten.
+    """
+    if len(index) > t.ndim or any(i is Ellipsis or i is None for i in index):
+        return None
+    bounds: list[tuple[int, int, int]] = []
+    past = False
+    for k, item in enumerate(index):
+        if isinstance(item, DynSlice):
+            item = item.as_slice()
+        if not isinstance(item, slice):
+            if not _is_int(item):
+                return None
+            continue
+        if not all(v is None or _is_int(v) for v in (item.start, item.stop, item.step)):
+            return None
+        n = t.shape[k]
+        start, stop, step = (0 if item.start is None else int(item.start)), (n if item.stop is None else int(item.stop)), item.step or 1
+        if start < 0 or stop < 0 or step <= 0 or stop <= start:
+            return None
+        past = past or stop > n
+        bounds.append((start, stop, int(step)))
+    if not past or len(bounds) < 2:
+        return None
+    grids = iter(MGrid()[tuple(slice(a, b, c) for a, b, c in bounds)])
+    return tuple(next(grids) if isinstance(i, (slice, DynSlice)) else i for i in index)
 
 
 def _oob(name: str, dim: int, lo: int, hi: int, n: int) -> NkiOutOfBoundsError:
@@ -547,6 +615,12 @@ def restrict(t: NkiTensor, box: Box | None, dims: Sequence[int | None] | None = 
     meta = t._lg
     if meta is not None and meta.oob:
         for k, n, const, coef in meta.oob:
+            if coef is None:  # gathered indices (see _gather_index): the values the box keeps
+                kept = const[tuple(slice(a, b) for a, b in ranges[: const.ndim])]
+                lo, hi = int(kept.min()), int(kept.max())
+                if lo < 0 or hi >= n:
+                    raise _oob(t.name, k, lo, hi, n)
+                continue
             lo = hi = const
             for c, (a, b) in zip(coef, ranges):
                 lo += min(c * a, c * (b - 1))

@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .. import isa as _isa
+from .. import language as _nl
 from .. import ops as _ops
 from ..errors import NkiUnsupportedError as _Unsupported
 from ..errors import NkiValidationError as _Invalid
@@ -127,6 +128,13 @@ def tensor_tensor(data1: Any, data2: Any, op: Any, *, dtype: Any = None, mask: A
     x = _tile("tensor_tensor", "data1", data1)
     y = _tile("tensor_tensor", "data2", data2)
     _same_partitions("tensor_tensor", [("data1", x), ("data2", y)])
+    if x.size != y.size and x.ndim == y.ndim == 2 and min(x.size, y.size) == x.shape[0]:
+        # 0.1 accepted a [P, 1] column for either operand (nki-samples' quantized matmul scales rows so): the
+        # per-partition scalar form of the instruction, tensor_scalar, computes exactly that.
+        big, col = (x, y) if y.size == y.shape[0] else (y, x)
+        col_f32 = col if col.dtype == _dt.float32 else tensor_copy(col, dtype=_dt.float32)  # scalar operands are fp32
+        return _run(big.shape, _dtype(dtype, _promote(x, y)), mask, [big], lambda dst, a: _isa.tensor_scalar(
+            dst=dst, data=a(big), op0=op, operand0=a(col_f32), reverse0=col is x, engine=engine))
     return _run(x.shape, _dtype(dtype, _promote(x, y)), mask, [x, y],
                 lambda dst, a: _isa.tensor_tensor(dst=dst, data1=a(x), data2=a(y), op=op, engine=engine))
 
@@ -330,6 +338,10 @@ def _affine(op: str, expr: Any) -> _grid.IndexGrid:
 def affine_select(pred: Any, on_true_tile: Any, on_false_value: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> _Tensor:
     """``on_true_tile`` where the affine predicate ``pred`` holds, else ``on_false_value`` (GpSimd)."""
     x = _tile("affine_select", "on_true_tile", on_true_tile)
+    if x.buffer.name == "psum":
+        # GpSimd cannot read PSUM (trn2+); 0.1 kernels (flash attention bwd) select straight from a matmul's
+        # PSUM tile, which the compiler staged through SBUF: one copy on the Vector engine.
+        x = _nl.copy(_grid.restrict(x, None))
     if isinstance(pred, (bool, np.bool_)):
         return tensor_copy(x, mask=mask, dtype=dtype) if pred else memset(x.shape, on_false_value, _dtype(dtype, x.dtype), mask=mask)
     if not isinstance(pred, _grid.Predicate) or len(pred.terms) != 1:
@@ -391,8 +403,13 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
               tile_position: Any = (), tile_size: Any = (), mask: Any = None, **kwargs: Any) -> _Tensor:
     """``stationary[K, M]ᵀ · moving[K, N]`` into a new fp32 PSUM tile; ``psum += nisa.nc_matmul(...)`` accumulates."""
     ctx = _ops.current()
-    st = _tile("nc_matmul", "stationary", stationary)
-    mv = _tile("nc_matmul", "moving", moving)
+    # TensorE reads SBUF only; 0.1 kernels feed it nc_transpose's PSUM result directly (flash attention bwd),
+    # which the compiler staged through SBUF: one Vector-engine copy per such operand.
+    st, mv = (_tile("nc_matmul", role, x) for role, x in (("stationary", stationary), ("moving", moving)))
+    st, mv = (_nl.copy(_grid.restrict(t, None)) if t.buffer.name == "psum" else t for t in (st, mv))
+    mode = str(getattr(kwargs.get("perf_mode"), "value", kwargs.get("perf_mode")))
+    if "double_row" in mode:
+        return _double_row_matmul(mode, st, mv, mask)
     m, n = st.size // st.shape[0], mv.size // mv.shape[0]
     kmn = _matmul_box(mask, st, mv)
     out_box = None if kmn is None else (kmn[1], kmn[2])
@@ -410,6 +427,25 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
         st, mv = _grid.restrict(st, None), _grid.restrict(mv, None)
     _isa.nc_matmul(dst=_grid.restrict(out, out_box), stationary=st, moving=mv, accumulate=False, **kw)
     out._mm = (st, mv, kw)
+    return out
+
+
+def _double_row_matmul(mode: str, st: _Tensor, mv: _Tensor, mask: Any) -> _Tensor:
+    """``perf_mode='double_row…'``: ``[K, 2, M]`` and ``[K, 2, N]`` operands contract over both K and the pair.
+
+    Emulated as two matmuls accumulating into one PSUM tile (the same fp32 sums); the trace
+    shows two TensorE instructions where the hardware issues one at twice the rate.
+    """
+    if mask is not None or st.ndim != 3 or mv.ndim != 3 or st.shape[1] != 2 or mv.shape[1] != 2:
+        raise _Unsupported(
+            "err_unsupported_perf_mode",
+            f"nc_matmul(perf_mode={mode!r}) is emulated for unmasked [K, 2, M] x [K, 2, N] operands, got {list(st.shape)} and {list(mv.shape)}",
+        )
+    out = _rt.new_result((st.shape[2], mv.shape[2]), _dt.float32, _psum, None, _rt.MatmulTile)
+    pairs = [(_grid.restrict(st, None)[:, r, :], _grid.restrict(mv, None)[:, r, :], {}) for r in (0, 1)]
+    for r, (a, b, kw) in enumerate(pairs):
+        _isa.nc_matmul(dst=out, stationary=a, moving=b, accumulate=r > 0, **kw)
+    out._mm = pairs
     return out
 
 

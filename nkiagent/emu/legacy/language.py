@@ -301,6 +301,14 @@ def _result_dtype(dtype: Any, *args: Any) -> Any:
 _BOOL_RESULT = frozenset({"equal", "not_equal", "greater", "greater_equal", "less", "less_equal", "logical_and", "logical_or", "logical_xor"})
 
 
+def _broadcast_free(t: _Tensor, other: Sequence[int]) -> _Tensor:
+    """``t`` with its size-1 free dims stretched (stride 0) to ``other``'s sizes: 0.1's NumPy-style broadcast."""
+    for d in range(1, t.ndim):
+        if t.shape[d] == 1 and other[d] > 1:
+            t = _grid.restrict(t, None).broadcast(d, other[d])
+    return t
+
+
 def _make_binary(name: str) -> Callable[..., Any]:
     impl = getattr(_nl, name)
 
@@ -311,10 +319,14 @@ def _make_binary(name: str) -> Callable[..., Any]:
             return impl(x, y)
         if len(tiles) == 2 and x.shape != y.shape and (1, 1) in (tuple(x.shape), tuple(y.shape)):  # a [1, 1] scalar tile
             x, y = (broadcast_to(x, shape=(y.shape[0], 1)), y) if x.size == 1 else (x, broadcast_to(y, shape=(x.shape[0], 1)))
+        elif len(tiles) == 2 and x.shape != y.shape and x.ndim == y.ndim and x.shape[0] == y.shape[0] and _builtins.min(x.size, y.size) > x.shape[0]:
+            x, y = _broadcast_free(x, y.shape), _broadcast_free(y, x.shape)  # [P, 56, 1, 1] with [P, 56, 3, 3]
         if dtype is None and name in _BOOL_RESULT:
             dtype = bool_
         big = _builtins.max(tiles, key=lambda t: t.size)  # (nl.max shadows max)
         d = _result_dtype(dtype, x, y)
+        if name == "divide" and dtype is None and d is not None and _dt.is_int(d):
+            d = float32  # true division, as in NumPy: position / width stays fractional until nl.floor (resize_nearest)
         return _lower(big.shape, d, mask, tiles, lambda a: impl(a(x), a(y), dtype=d))
 
     fn.__name__ = fn.__qualname__ = name
@@ -466,7 +478,12 @@ def dropout(x: Any, rate: Any, *, dtype: Any = None, mask: Any = None, **kwargs:
 
 
 def static_cast(x: Any, dtype: Any) -> Any:
-    return copy(x, dtype=dtype) if isinstance(x, _Tensor) else x
+    """A tile's copy in ``dtype``; on the host (tests prepare inputs so), a NumPy array cast to ``dtype``."""
+    if isinstance(x, _Tensor):
+        return copy(x, dtype=dtype)
+    if isinstance(x, np.ndarray):
+        return x.astype(_dt.as_dtype(dtype))
+    return x
 
 
 def broadcast_to(src: Any, *, shape: Any, **kwargs: Any) -> _Tensor:
@@ -518,9 +535,7 @@ def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Any = None, **kwa
         if mask is not None:
             raise _Unsupported("err_matmul_mask", "nl.matmul(..., mask=...) needs transpose_x=True in the emulator (mask the [K, M] operand)")
         x = _nl.transpose(_grid.restrict(x, None))
-        if x.buffer.name == "psum":
-            x = _nl.copy(x)
-    return _nisa.nc_matmul(x, y, mask=mask)
+    return _nisa.nc_matmul(x, y, mask=mask)  # (which stages PSUM operands, such as the transpose's, through SBUF)
 
 
 def transpose(x: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> _Tensor:

@@ -20,15 +20,23 @@ them:
 * **Block tensors** (:class:`BlockTensor`): ``(B0, B1, nl.par_dim(P), F…)`` is a list of
   ``(P, F…)`` tiles, each its own allocation created on first use, so SBUF liveness is counted
   per tile as the compiler allocates them.
+* **Host memory of block tiles** (:class:`HostPlan`): compiler-generated kernels (NKIBench)
+  declare gigabytes of block tiles, each live for a few instructions. A computing launch whose
+  block tensors outgrow :data:`PLAN_BYTES` restarts (:class:`NeedHostPlan`) after a timing-only
+  run has recorded each block tile's last use, and then frees every tile's storage once its
+  last instruction has run. The instruction trace is the same; only host memory shrinks.
 """
 
 from __future__ import annotations
 
+import heapq
+import inspect
 import linecache
 import math
 import re
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -36,15 +44,18 @@ import numpy as np
 from .. import dtypes as dt
 from .. import isa as _isa
 from .. import ops as _ops
-from ..errors import NkiOutOfBoundsError, NkiRuntimeError, NkiTypeError, NkiUnsupportedError, NkiValidationError, kernel_frame
+from ..errors import NkiOutOfBoundsError, NkiRuntimeError, NkiTypeError, NkiUnsupportedError, NkiValidationError, kernel_frame, warn
 from ..language import _Range
 from ..memory import Buffer, KernelContext, current, running
 from ..tensor import NkiTensor
 from .grid import Box, TileMeta, is_empty, restrict, same_dims
 
 __all__ = [
+    "PLAN_BYTES",
     "BlockTensor",
     "DirectAlloc",
+    "HostPlan",
+    "NeedHostPlan",
     "Launch",
     "LegacyRange",
     "LegacyState",
@@ -56,6 +67,7 @@ __all__ = [
     "new_result",
     "on_write",
     "operand",
+    "planning",
     "reduced_shape",
     "retarget",
     "state",
@@ -124,11 +136,68 @@ class _Labels:
             self.array[t._addr] = label
 
 
+#: Bytes of block tensors a computing launch may declare before it plans its host memory (:class:`HostPlan`).
+PLAN_BYTES = 1 << 30
+
+
+class NeedHostPlan(BaseException):
+    """A computing 0.1 launch outgrew :data:`PLAN_BYTES` of block tensors with no plan: the launcher re-runs it with one.
+
+    A ``BaseException``, so that no ``except Exception`` in kernel code can swallow the restart.
+    """
+
+
+class HostPlan:
+    """Last instruction (sequence number) and shape of every block tile, from a timing-only run of the same launch.
+
+    0.1 kernels are traced without data, so their control flow and allocation order do not depend
+    on values: the computing run allocates the same tiles under the same uids and can free each
+    one after its last use. A tile whose shape differs from the plan's switches freeing off.
+    """
+
+    __slots__ = ("last", "recs", "shapes")
+
+    def __init__(self) -> None:
+        self.last: dict[int, int] = {}
+        self.shapes: dict[int, tuple[int, ...]] = {}
+        self.recs: dict[int, Any] = {}  #: while collecting: uid → OnChipRecord (its ``last`` is final once the run ends)
+
+    def seal(self) -> None:
+        """Read the last uses off the collecting run's records (call after that run finished)."""
+        self.last = {uid: rec.last for uid, rec in self.recs.items() if rec is not None and rec.last >= 0}
+        self.recs = {}
+
+
+_PLANS: list[Any] = []  #: innermost planning() scope: None (collect a plan), a HostPlan (use it) or False (may ask for one)
+
+
+@contextmanager
+def planning(plan: HostPlan | bool | None) -> Iterator[HostPlan | None]:
+    """Scope of one launch by a launcher that handles :class:`NeedHostPlan`.
+
+    ``False``: the launch may raise it; ``None``: collect a plan (yielded; fill it after a
+    timing-only run); a :class:`HostPlan`: free block tiles after their last use.
+    """
+    collected = HostPlan() if plan is None else None
+    _PLANS.append(collected if plan is None else plan)
+    try:
+        yield collected
+    finally:
+        _PLANS.pop()
+
+
 class LegacyState:
     """What the 0.1 rules need to remember during one launch (``ctx.legacy``)."""
 
     def __init__(self, kernel_code: Any) -> None:
         self.kernel_code = kernel_code
+        #: host-memory planning (see HostPlan): the scope's mode, bytes of block tensors declared, tiles to free
+        self.plan: Any = _PLANS[-1] if _PLANS else None
+        self.declared = 0
+        self.spmd_warned: set[int] = set()  #: alloc uids already warned about writes from several SPMD instances
+        self.direct_sites: dict[Any, Any] = {}  #: (kernel line, enclosing loops, program) → its direct allocation (ncc.*.mod_alloc)
+        self.dead: list[tuple[int, int]] = []  #: (using a plan) heap of (last seq, uid) of live block tiles
+        self.tiles: dict[int, Any] = {}  #: (using a plan) uid → Alloc of live block tiles
         self.iter_start: dict[int, int] = {}  #: loop frame uid → allocation counter when its current iteration began
         self.loop_lines: dict[int, tuple[str, int]] = {}  #: loop frame uid → file and line of its ``for``
         self.birth: dict[int, int] = {}  #: block-tile alloc uid → allocation counter when its block tensor was declared
@@ -180,7 +249,12 @@ class LegacyState:
         for owner in owners:
             if owner and stacks[int(owner)] != key:
                 loop = _shared_loop(stacks[int(owner)], key)
-                if loop is not None:
+                if loop == 0:  # SPMD instances: 0.1 compiles one instance and cannot see this; a race unless the values agree
+                    if a.uid not in self.spmd_warned:
+                        self.spmd_warned.add(a.uid)
+                        err = self._dependence_error(t, loop, np.full(t.shape, True) if under is None else under == owner)
+                        warn(f"{err.message.removeprefix('Unexpected output dependencies, ')}: a race on hardware unless they write the same values")
+                elif loop is not None:
                     raise self._dependence_error(t, loop, np.full(t.shape, True) if under is None else under == owner)
         w.mark(t, w.label(key))
 
@@ -227,6 +301,28 @@ def on_write(ctx: KernelContext, op: str, engine: str, writes: Any) -> None:
     st.last = (ctx.seq, op, engine, tuple(t._a.uid for _, t in writes))
     for _, t in writes:
         st.check_write(ctx, t)
+    if st.dead and st.dead[0][0] < ctx.seq:
+        _free_dead_tiles(st, ctx.seq)
+
+
+def _free_dead_tiles(st: LegacyState, seq: int) -> None:
+    """Drop the storage of block tiles whose last instruction (per the plan) ran before ``seq``."""
+    waiting = []
+    while st.dead and st.dead[0][0] < seq:
+        entry = heapq.heappop(st.dead)
+        a = st.tiles.get(entry[1])
+        if a is None:
+            continue
+        if a.pending:  # a deferred matmul group still has to land in it
+            waiting.append(entry)
+            continue
+        del st.tiles[entry[1]]
+        a.data = np.empty(0, dtype=a.data.dtype) if a.data is not None else None
+        a.acc_open = a.f32c = None
+        st.writers.pop(a.uid, None)
+        st.psum_written.pop(a.uid, None)
+    for entry in waiting:
+        heapq.heappush(st.dead, (seq, entry[1]))
 
 
 def _tensors(value: Any) -> Iterator[NkiTensor]:
@@ -422,7 +518,7 @@ class MatmulTile(NkiTensor):
     """A 0.1 matmul result (PSUM): ``psum += nisa.nc_matmul(...)`` accumulates it instead of adding tiles.
 
     ``_mm`` keeps the operands, to issue the matmul again into the target when other
-    instructions ran in between.
+    instructions ran in between (a list of them when several matmuls make the result).
     """
 
     __slots__ = ("_mm",)
@@ -447,7 +543,10 @@ class MatmulTile(NkiTensor):
         accumulate = bool(written.any())
         if accumulate and not written.all() and ctx.compute:
             d._store(np.where(written, d._np(), np.float32(0)))  # unwritten elements: the product overwrites them
-        if not retarget(ctx, src, d, accumulate=accumulate):
+        if isinstance(self._mm, list):  # several matmuls accumulate into one result (double-row perf mode)
+            for i, (stationary, moving, kwargs) in enumerate(self._mm):
+                _isa.nc_matmul(dst=d, stationary=stationary, moving=moving, accumulate=accumulate or i > 0, **kwargs)
+        elif not retarget(ctx, src, d, accumulate=accumulate):
             stationary, moving, kwargs = self._mm
             _isa.nc_matmul(dst=d, stationary=stationary, moving=moving, accumulate=accumulate, **kwargs)
 
@@ -548,7 +647,14 @@ class DirectAlloc(Buffer):
     def address(self, phys: tuple[int, ...], partitions: int, bytes_pp: int) -> tuple[int, int]:
         """``(start_partition, byte address)`` of a physical tile."""
         if self.func is not None:
-            start, addr = self.func(phys, partitions, bytes_pp)
+            try:  # 0.1 calls it by keyword, so functools.partial(f, bank_map=...) works
+                by_name = {"idx", "pdim_size", "fdim_size"} <= set(inspect.signature(self.func).parameters)
+            except (TypeError, ValueError):
+                by_name = False
+            got = self.func(idx=phys, pdim_size=partitions, fdim_size=bytes_pp) if by_name else self.func(phys, partitions, bytes_pp)
+            if self.name == "psum" and len(got) == 3:  # (bank, start partition, byte address in the bank)
+                return int(got[1]), int(got[0]) * 2048 + int(got[2])
+            start, addr = got
             return int(start), int(addr)
         linear = 0
         for i, n in zip(phys, self.tiles or (1,) * len(phys)):
@@ -565,7 +671,7 @@ class BlockTensor:
     starts there, as the compiler allocates each tile separately.
     """
 
-    __slots__ = ("_birth", "_buffer", "_dtype", "_fill", "_name", "_pdim", "_shape", "_tiles")
+    __slots__ = ("_birth", "_buffer", "_dtype", "_fill", "_name", "_pdim", "_prefix", "_shape", "_tiles")
 
     def __init__(self, shape: tuple[int, ...], pdim: int, dtype: np.dtype, buffer: Buffer, name: str, fill: Any = None) -> None:
         ctx = current()
@@ -576,9 +682,14 @@ class BlockTensor:
         self._buffer = buffer
         self._name = name or f"t{ctx.next_uid}"
         self._tiles: dict[tuple[int, ...], NkiTensor] = {}
+        self._prefix: tuple[int, ...] = ()  #: leading block indices fixed by a sub-block view (``t[i]`` of ``(B0, B1, P, F)``)
         self._fill = fill
         self._birth = ctx.next_uid
         ctx.next_uid += 1  # a uid of its own: tiles created later count as declared here by the dependence check
+        st = state(ctx)
+        st.declared += math.prod(shape) * dt.storage_dtype(dtype).itemsize
+        if st.plan is False and ctx.compute and st.declared > PLAN_BYTES:
+            raise NeedHostPlan()
 
     shape = property(lambda self: self._shape)
     dtype = property(lambda self: self._dtype)
@@ -590,7 +701,18 @@ class BlockTensor:
     def __repr__(self) -> str:
         return f"BlockTensor(name={self._name!r}, shape={self._shape}, block_dims={self._pdim}, dtype={dt.dtype_name(self._dtype)}, buffer={self._buffer.name})"
 
+    def _sub(self, prefix: tuple[int, ...]) -> BlockTensor:
+        """``t[i]`` of a tensor with more block dims than given: the remaining block tensor, sharing the tiles."""
+        sub = object.__new__(BlockTensor)
+        for name in ("_birth", "_buffer", "_dtype", "_fill", "_name", "_tiles"):
+            setattr(sub, name, getattr(self, name))
+        sub._prefix = self._prefix + prefix
+        sub._shape = self._shape[len(prefix):]
+        sub._pdim = self._pdim - len(prefix)
+        return sub
+
     def _tile(self, block: tuple[int, ...]) -> NkiTensor:
+        block = self._prefix + block
         buf = self._buffer
         key = buf.physical(block) if isinstance(buf, DirectAlloc) else block
         t = self._tiles.get(key)
@@ -603,17 +725,31 @@ class BlockTensor:
             bytes_pp = math.prod(tile_shape[1:]) * dt.storage_dtype(self._dtype).itemsize
             address = buf.address(key, tile_shape[0], bytes_pp)
         alloc = ctx.allocate(tile_shape, self._dtype, buf, f"{self._name}[{', '.join(map(str, block))}]", address)
-        state(ctx).birth[alloc.uid] = self._birth
+        st = state(ctx)
+        st.birth[alloc.uid] = self._birth
+        plan = st.plan
+        if isinstance(plan, HostPlan) and address is None:
+            if not ctx.compute:
+                plan.shapes[alloc.uid] = alloc.shape
+                plan.recs[alloc.uid] = alloc.rec
+            elif plan.shapes.get(alloc.uid) == alloc.shape and alloc.uid in plan.last:
+                st.tiles[alloc.uid] = alloc
+                heapq.heappush(st.dead, (plan.last[alloc.uid], alloc.uid))
+            else:  # the run departs from the plan: free nothing from here on
+                st.plan, st.dead, st.tiles = None, [], {}
         t = NkiTensor._whole(alloc)
         self._tiles[key] = t
         if self._fill is not None:
             _isa.memset(dst=t, value=self._fill)
         return t
 
-    def _split(self, index: Any) -> tuple[NkiTensor, tuple[Any, ...]]:
+    def _split(self, index: Any) -> tuple[Any, tuple[Any, ...]]:
         items = index if isinstance(index, tuple) else (index,)
         nb = self._pdim
-        if len(items) < nb or not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in items[:nb]):
+        ints = [isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in items]
+        if 0 < len(items) < nb and all(ints):
+            nb = len(items)  # a sub-block view: t[i] of (B0, B1, P, F) is the (B1, P, F) block tensor
+        if len(items) < nb or not all(ints[:nb]):
             raise NkiUnsupportedError(
                 "err_block_index",
                 f"index the {nb} block dims of `{self._name}` {list(self._shape)} with integers first (t[b0, …] or t[b0, …, i_p, i_f]), got {index!r}",
@@ -627,9 +763,11 @@ class BlockTensor:
                     "err_tensor_access_out_of_bound", f"Out-of-bound access for tensor `{self._name}` on dimension {d}: index {int(i)} exceed dimension size of {n}"
                 )
             block.append(k)
+        if nb < self._pdim:
+            return self._sub(tuple(block)), ()
         return self._tile(tuple(block)), tuple(items[nb:])
 
-    def __getitem__(self, index: Any) -> NkiTensor:
+    def __getitem__(self, index: Any) -> Any:
         tile, rest = self._split(index)
         return tile[rest] if rest else tile
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from neuronxcc import nki
 
-from nkiagent.emu import NkiError
+from nkiagent.emu import NkiError, NkiWarning
 
 MARK = "# <- error"
 
@@ -355,7 +355,7 @@ def test_err_nki_api_outside_of_nki_kernel() -> None:
 # --------------------------------------------------------------------------------------------
 # Loop-carried output dependencies
 # --------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kind", ["block", "hbm", "spmd"])
+@pytest.mark.parametrize("kind", ["block", "hbm"])
 def test_err_unexpected_output_dependencies(kind: str) -> None:
     def block():
         a = nl.ndarray((4, nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.sbuf)
@@ -368,15 +368,37 @@ def test_err_unexpected_output_dependencies(kind: str) -> None:
             nl.store(out[64:128, :], value=nl.load(x[i, 64:128, :]))  # <- error
         return out
 
+    fn, args, who, target = {
+        "block": (block, (), "different iterations of i loop", "a[0]"),
+        "hbm": (hbm, (_zeros(2, 128, 512),), "different iterations of i loop", "out[64, 0]"),
+    }[kind]
+    expect_error(fn, *args, code="err_unexpected_output_dependencies",
+                 message=f"Unexpected output dependencies, {who} write to `{target}`")
+
+
+def test_spmd_instances_writing_one_place_warn() -> None:
+    """0.1 compiles one SPMD instance and cannot see such writes (nki-samples' resize_nearest repeats identical ones)."""
+
+    @nki.jit
     def spmd(x):
         out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
-        nl.store(out, value=nl.load(x[nl.program_id(0)]))  # <- error
+        nl.store(out, value=nl.load(x[nl.program_id(0)]))
         return out
 
-    fn, args, grid, who, target = {
-        "block": (block, (), (), "different iterations of i loop", "a[0]"),
-        "hbm": (hbm, (_zeros(2, 128, 512),), (), "different iterations of i loop", "out[64, 0]"),
-        "spmd": (spmd, (_zeros(2, 128, 512),), (2,), "different SPMD kernel instances", "out[0, 0]"),
-    }[kind]
-    expect_error(fn, *args, grid=grid, code="err_unexpected_output_dependencies",
-                 message=f"Unexpected output dependencies, {who} write to `{target}`")
+    x = np.stack([np.zeros((128, 512), np.float32), np.ones((128, 512), np.float32)])
+    with pytest.warns(NkiWarning, match=r"different SPMD kernel instances write to `out\[0, 0\]`: a race on hardware unless they write the same values"):
+        out = nki.simulate_kernel(spmd[2], x)
+    np.testing.assert_array_equal(out, x[1])  # the emulator runs instances in order: the last one wins
+
+
+def test_err_unsupported_perf_mode() -> None:
+    """Double-row matmuls are emulated for [K, 2, M] x [K, 2, N] operands only; others are named as not emulated."""
+
+    def k():
+        lhs = nl.zeros((128, 128), dtype=nl.float8_e4m3, buffer=nl.sbuf)
+        rhs = nl.zeros((128, 512), dtype=nl.float8_e4m3, buffer=nl.sbuf)
+        res = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
+        res[...] += nisa.nc_matmul(lhs, rhs, perf_mode="double_row_gen3")  # <- error
+
+    expect_error(k, code="err_unsupported_perf_mode",
+                 message="nc_matmul(perf_mode='double_row_gen3') is emulated for unmasked [K, 2, M] x [K, 2, N] operands, got [128, 128] and [128, 512]")

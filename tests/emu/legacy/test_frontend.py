@@ -214,3 +214,15 @@ def test_legacy_api_in_a_current_launch_is_a_clear_error() -> None:
     with pytest.raises(emu.NkiRuntimeError) as info:
         emu.run_kernel(mixed, (_x(),), api="0.3")
     assert info.value.code == "err_api_generation_mismatch"
+
+
+def test_static_cast_casts_host_arrays() -> None:
+    """Tests prepare inputs with ``nl.static_cast(array, dtype)`` outside kernels: the array comes back in that dtype."""
+    import ml_dtypes
+    import neuronxcc.nki.language as nl
+
+    x = np.array([[1.0, 0.3333333333, -2.5]])
+    bf = nl.static_cast(x, nl.bfloat16)
+    assert bf.dtype == np.dtype(ml_dtypes.bfloat16) and float(bf[0, 1]) == 0.333984375
+    f8 = nl.static_cast(x, nl.float8_e4m3)
+    assert f8.dtype == nl.float8_e4m3 and [float(v) for v in f8[0]] == [1.0, 0.34375, -2.5]

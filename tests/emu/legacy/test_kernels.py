@@ -265,6 +265,29 @@ def test_matmul_without_transpose_x() -> None:
 
 
 @nki.jit
+def attention_nl(q, k, v):
+    """Single-tile attention with language ops only: ``nl.transpose``'s PSUM result feeds ``nl.matmul`` directly."""
+    d, n = q.shape
+    out = nl.ndarray((n, d), dtype=q.dtype, buffer=nl.shared_hbm)
+    qk = nl.matmul(x=nl.load(q), y=nl.load(k), transpose_x=True)
+    e = nl.exp(nl.subtract(qk, nl.max(qk, axis=1)))
+    scores = nl.divide(e, nl.sum(e, axis=1))
+    v_t = nl.transpose(nl.load(v))  # in PSUM: the compiler stages it through SBUF for the matmul
+    nl.store(out, value=nl.matmul(scores, v_t, transpose_x=False))
+    return out
+
+
+def test_language_matmul_takes_psum_operands() -> None:
+    q, k, v = (_randn(128, 128, seed=s) for s in range(3))
+    qk = q.T.astype(np.float64) @ k
+    e = np.exp(qk - qk.max(axis=1, keepdims=True))
+    trace = emu.Trace()
+    out = emu.run_kernel(attention_nl, (q, k, v), trace=trace, api="0.1").outputs
+    np.testing.assert_allclose(out, (e / e.sum(axis=1, keepdims=True)) @ v.T, rtol=1e-4, atol=1e-5)
+    assert trace.counts()["nc_matmul"] == 2
+
+
+@nki.jit
 def matmul_operand_masks(lhsT, rhs, k_valid, m_valid, n_valid):
     """A [128, 128]ᵀ·[128, 512] matmul restricted by operand masks on K, M and N; the rest of the result stays 0."""
     out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
@@ -538,3 +561,211 @@ def non_affine_gather(a):
 def test_non_affine_index_expressions_gather() -> None:
     a = _randn(128, 64)
     np.testing.assert_array_equal(nki.simulate_kernel(non_affine_gather, a), a[:, np.arange(64) // 2])
+
+
+@nki.jit
+def ragged_row_sums(x, masked: bool):
+    """Row sums of ``[N, H, W]`` in 128-row tiles; the last tile's slices reach past ``N`` and the mask cuts them off."""
+    n, h, w = x.shape
+    out = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    tiles = nl.ndarray(((n + 127) // 128, par_dim(128), h, w), dtype=x.dtype, buffer=nl.sbuf)
+    for t in nl.affine_range((n + 127) // 128):
+        i_p = t * 128 + nl.arange(128)[:, None, None]
+        nisa.dma_copy(src=x[t * 128:(t + 1) * 128, 0:h, 0:w], dst=tiles[t], mask=(i_p < n) if masked else None)
+        sums = nl.sum(tiles[t], axis=[-2, -1], mask=(i_p < n))
+        nl.store(out[t * 128:(t + 1) * 128, 0:1], value=sums, mask=(t * 128 + nl.arange(128)[:, None] < n))
+    return out
+
+
+def test_slices_past_the_tensor_are_bounded_by_the_mask() -> None:
+    x = _randn(288, 3, 4)
+    np.testing.assert_allclose(ragged_row_sums(x, True)[:, 0], x.sum(axis=(1, 2)), rtol=1e-5, atol=1e-5)
+    with pytest.raises(emu.NkiOutOfBoundsError) as info:
+        ragged_row_sums(x, False)
+    assert info.value.code == "err_tensor_access_out_of_bound"
+    assert "index range [256, 383] exceed dimension size of 288" in info.value.message
+
+
+@nki.jit(mode="trace")
+def _row_sums_into(dst, src, n_tiles):
+    """Sub-kernel writing block ``i`` of the block tensor it was given (``dst[i, :, 0]``)."""
+    for i in nl.affine_range(n_tiles):
+        dst[i, :, 0] = nisa.tensor_reduce(np.add, data=nl.load(src[nl.ds(i * 128, 128), :]), axis=(1,))
+
+
+@nki.jit
+def per_head_row_sums(x):
+    """``sums[h]`` of a ``(H, T, par_dim(128), 1)`` tensor is the ``(T, par_dim(128), 1)`` block tensor of head ``h``."""
+    heads, n, _ = x.shape
+    out = nl.ndarray((heads, n, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    sums = nl.ndarray((heads, n // 128, par_dim(128), 1), dtype=nl.float32)
+    for h in nl.affine_range(heads):
+        _row_sums_into(sums[h], x[h], n // 128)
+    for h in nl.affine_range(heads):
+        for i in nl.affine_range(n // 128):
+            nl.store(out[h, nl.ds(i * 128, 128), :], value=sums[h, i])
+    return out
+
+
+def test_partial_block_index_is_a_sub_block_tensor() -> None:
+    x = _randn(2, 256, 64)
+    np.testing.assert_allclose(per_head_row_sums(x), x.sum(axis=2, keepdims=True), rtol=1e-5, atol=1e-5)
+
+
+@nki.jit
+def causal_scores(q, k):
+    """``nisa.affine_select`` straight from the matmul's PSUM tile (flash attention's causal mask)."""
+    n = q.shape[1]
+    out = nl.ndarray((n, n), dtype=nl.float32, buffer=nl.shared_hbm)
+    qk = nisa.nc_matmul(nl.load(q), nl.load(k))
+    iq, ik = nl.mgrid[0:n, 0:n]
+    nl.store(out, value=nisa.affine_select(pred=(iq >= ik), on_true_tile=qk, on_false_value=-9984.0, dtype=nl.float32))
+    return out
+
+
+def test_affine_select_reads_a_psum_tile() -> None:
+    q, k = _randn(64, 128), _randn(64, 128, seed=1)
+    trace = emu.Trace()
+    out = emu.run_kernel(causal_scores, (q, k), trace=trace, api="0.1").outputs
+    np.testing.assert_allclose(out, np.where(np.tri(128, dtype=bool), q.T.astype(np.float64) @ k, -9984.0), rtol=1e-5, atol=1e-4)
+    assert [(i.op, i.engine) for i in trace if i.op in ("tensor_copy", "affine_select")] == [("tensor_copy", "vector"), ("affine_select", "gpsimd")]
+
+
+@nki.jit
+def gram_of_transposed(x):
+    """``nisa.nc_matmul`` fed ``nisa.nc_transpose``'s PSUM result directly (flash attention bwd's ``trans_dy``)."""
+    n, d = x.shape
+    out = nl.ndarray((n, n), dtype=nl.float32, buffer=nl.shared_hbm)
+    x_t = nisa.nc_transpose(nl.load(x))  # [d, n] in PSUM
+    acc = nl.zeros((n, n), dtype=nl.float32, buffer=nl.psum)
+    acc += nisa.nc_matmul(x_t, x_t)  # contraction over the d partitions: x · xᵀ
+    nl.store(out, value=nl.copy(acc))
+    return out
+
+
+def test_nc_matmul_takes_psum_operands() -> None:
+    x = _randn(64, 128)
+    trace = emu.Trace()
+    out = emu.run_kernel(gram_of_transposed, (x,), trace=trace, api="0.1").outputs
+    np.testing.assert_allclose(out, x.astype(np.float64) @ x.T, rtol=1e-5, atol=1e-3)
+    ops = [(i.op, i.engine) for i in trace]
+    staged = ops.index(("tensor_copy", "vector"))
+    assert ops[staged + 1:].count(("nc_matmul", "tensor")) == 1 and staged < ops.index(("nc_matmul", "tensor"))
+
+
+@nki.jit
+def max_pool_windows(x):
+    """2x2/stride-2 max pooling through a 4-D ``nl.mgrid`` window (``.p``, ``.x``, ``.y``, ``.z``), as select_and_scatter does."""
+    p, h, w = x.shape
+    out = nl.ndarray((p, h // 2, w // 2), dtype=x.dtype, buffer=nl.shared_hbm)
+    src = nl.load(x)
+    for r in nl.affine_range(h // 2):
+        win = nl.mgrid[0:p, 0:w // 2, 0:2, 0:2]
+        sw = nl.copy(src[win.p, 2 * r + win.y, 2 * win.x + win.z])
+        nl.store(out[:, r, :], value=nl.max(sw, axis=[2, 3]))
+    return out
+
+
+def test_four_dim_mgrid_windows() -> None:
+    x = _randn(16, 8, 6)
+    np.testing.assert_array_equal(max_pool_windows(x), x.reshape(16, 4, 2, 3, 2).max(axis=(2, 4)))
+
+
+@nki.jit
+def gather_rows(table, rows):
+    """``table[idx_tile, i_f]`` with an SBUF tile of row indices (a DMA gather); the ragged last tile is masked."""
+    n = rows.shape[0]
+    out = nl.ndarray((n, table.shape[1]), dtype=table.dtype, buffer=nl.shared_hbm)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(table.shape[1])[None, :]
+    for t in nl.affine_range((n + 127) // 128):
+        valid = t * 128 + i_p < n
+        idx = nl.load(rows[t * 128 + i_p, 0], mask=valid)
+        got = nl.load(table[idx, i_f], mask=valid)
+        nl.store(out[t * 128 + i_p, i_f], value=got, mask=valid)
+    return out
+
+
+def test_gather_with_an_index_tile() -> None:
+    table = _randn(50, 16)
+    rows = np.random.default_rng(2).integers(0, 50, size=(200, 1)).astype(np.int32)
+    np.testing.assert_array_equal(gather_rows(table, rows), table[rows[:, 0]])
+    rows[7, 0] = 50  # an unmasked row past the table
+    with pytest.raises(emu.NkiOutOfBoundsError) as info:
+        gather_rows(table, rows)
+    assert info.value.message.endswith("on dimension 0: index range [1, 50] exceed dimension size of 50")
+
+
+@nki.jit
+def window_argmax_mask(x):
+    """``nl.equal`` of a ``[P, W, 1, 1]`` window maximum with the ``[P, W, 2, 2]`` windows: free dims broadcast as in NumPy."""
+    p, w = x.shape[0], x.shape[1]
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    win = nl.load(x)
+    best = nl.max(win, axis=[2, 3], keepdims=True)
+    nl.store(out, value=nl.equal(win, best, dtype=nl.float32))
+    return out
+
+
+def test_binary_ops_broadcast_size_one_free_dims() -> None:
+    x = _randn(16, 5, 2, 2)
+    np.testing.assert_array_equal(window_argmax_mask(x), (x == x.max(axis=(2, 3), keepdims=True)).astype(np.float32))
+
+
+@nki.jit
+def row_and_column_of(n_cols):
+    """``iota / width`` of int32 positions is a true division (float), so ``nl.floor`` gives the row, as in NumPy."""
+    out = nl.ndarray((128, 2), dtype=nl.int32, buffer=nl.shared_hbm)
+    pos = nisa.iota(nl.arange(128)[:, None] + 2100, dtype=nl.int32)
+    row = nl.floor(pos / n_cols, dtype=nl.int32)
+    col = nl.mod(pos, n_cols, dtype=nl.int32)
+    nl.store(out[:, 0:1], value=row)
+    nl.store(out[:, 1:2], value=col)
+    return out
+
+
+def test_integer_tiles_divide_truly() -> None:
+    pos = np.arange(2100, 2228)
+    np.testing.assert_array_equal(row_and_column_of(38), np.stack([pos // 38, pos % 38], axis=1))
+
+
+@nki.jit
+def double_row_matmul(lhsT, rhs):
+    """FP8 double-row matmul: ``[K, 2, M]`` x ``[K, 2, N]`` contracts over K and the row pair (nki-samples' quantized matmul)."""
+    k2, m = lhsT.shape
+    n = rhs.shape[1]
+    out = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.shared_hbm)
+    i_k, i_t, i_m = nl.mgrid[0:k2 // 2, 0:2, 0:m]
+    j_k, j_t, j_n = nl.mgrid[0:k2 // 2, 0:2, 0:n]
+    res = nl.zeros((m, n), dtype=nl.float32, buffer=nl.psum)
+    res[...] += nisa.nc_matmul(nl.load(lhsT[i_t * (k2 // 2) + i_k, i_m]), nl.load(rhs[j_t * (k2 // 2) + j_k, j_n]), perf_mode="double_row_gen3")
+    nl.store(out, value=nl.copy(res))
+    return out
+
+
+def test_double_row_matmul_contracts_both_rows() -> None:
+    rng = np.random.default_rng(0)
+    lhsT = rng.integers(-4, 5, size=(256, 128)).astype(nl.float8_e4m3)
+    rhs = rng.integers(-4, 5, size=(256, 512)).astype(nl.float8_e4m3)
+    trace = emu.Trace()
+    out = emu.run_kernel(double_row_matmul, (lhsT, rhs), trace=trace, api="0.1").outputs
+    np.testing.assert_array_equal(out, lhsT.astype(np.float32).T @ rhs.astype(np.float32))
+    assert sum(i.op == "nc_matmul" for i in trace) >= 2
+
+
+@nki.jit
+def scale_rows(x, scale, column_first: bool):
+    """``nisa.tensor_tensor`` of a ``[P, F]`` tile with a ``[P, 1]`` column, in either operand position."""
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    t, s = nl.load(x), nl.load(scale)
+    res = nisa.tensor_tensor(s, t, np.subtract) if column_first else nisa.tensor_tensor(t, s, np.subtract)
+    nl.store(out, value=res)
+    return out
+
+
+@pytest.mark.parametrize("column_first", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+def test_tensor_tensor_broadcasts_a_column(column_first: bool, dtype: Any) -> None:
+    x, scale = _randn(128, 64, dtype=dtype), _randn(128, 1, seed=1, dtype=dtype)
+    x64, s64 = x.astype(np.float64), scale.astype(np.float64)
+    want = (s64 - x64) if column_first else (x64 - s64)
+    np.testing.assert_allclose(scale_rows(x, scale, column_first), want, rtol=1e-2 if dtype is BF16 else 1e-6, atol=1e-6)
