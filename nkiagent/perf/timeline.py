@@ -87,26 +87,27 @@ class _Space:
         same = engine == "tensor"
         entries = self.entries
         grid = self.grid
-        seen: set[tuple[int, int, int, int]] = set()
-        for g in self._granules(key):
-            bucket = grid.get(g)
-            if not bucket:
-                continue
-            for k in bucket:
-                if k in seen:
-                    continue
-                seen.add(k)
-                if k[0] <= p_hi and p_lo <= k[1] and k[2] < b_hi and b_lo < k[3]:
-                    e = entries[k]
-                    if e[0] > t:
-                        t = e[0]
-                    if e[0] > ts and not (same and e[2] == "tensor"):
-                        ts = e[0]
-                    if write:
-                        if e[1] > t:
-                            t = e[1]
-                        if e[1] > ts and not (same and e[3] == "tensor"):
-                            ts = e[1]
+        granules = self._granules(key)
+        if len(granules) == 1:  # the common case: no entry can be met twice
+            candidates: Any = grid.get(granules[0]) or ()
+        else:
+            candidates = set()
+            for g in granules:
+                bucket = grid.get(g)
+                if bucket:
+                    candidates |= bucket
+        for k in candidates:
+            if k[0] <= p_hi and p_lo <= k[1] and k[2] < b_hi and b_lo < k[3]:
+                e = entries[k]
+                if e[0] > t:
+                    t = e[0]
+                if e[0] > ts and not (same and e[2] == "tensor"):
+                    ts = e[0]
+                if write:
+                    if e[1] > t:
+                        t = e[1]
+                    if e[1] > ts and not (same and e[3] == "tensor"):
+                        ts = e[1]
         return t, ts
 
     def update(self, key: tuple[int, int, int, int], end: float, write: bool, engine: str = "") -> None:
@@ -237,12 +238,13 @@ def schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
         reads = [_physical(a, allocs) for a in ins.reads]
         writes = [_physical(a, allocs) for a in ins.writes]
         ready = signalled = 0.0
-        for sk, key in reads:
-            t, ts = space(sk).ready(key, False, cost.engine)
-            ready, signalled = max(ready, t), max(signalled, ts)
-        for sk, key in writes:
-            t, ts = space(sk).ready(key, True, cost.engine)
-            ready, signalled = max(ready, t), max(signalled, ts)
+        for accesses, write in ((reads, False), (writes, True)):
+            for sk, key in accesses:
+                t, ts = (spaces.get(sk) or space(sk)).ready(key, write, cost.engine)
+                if t > ready:
+                    ready = t
+                if ts > signalled:
+                    signalled = ts
         dur = cost.busy_ns
         if cost.engine == "dma":
             if lockstep and cost.queues == len(queues):
@@ -272,9 +274,10 @@ def schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
         end = finish + cost.latency_ns - dur if cost.engine == "dma" else start + cost.latency_ns
         busy[cost.engine] += dur
         for sk, key in reads:
-            space(sk).update(key, end, False, cost.engine)
+            spaces[sk].update(key, end, False, cost.engine)
         for sk, key in writes:
-            space(sk).update(key, end, True, cost.engine)
-        latency = max(latency, end)
+            spaces[sk].update(key, end, True, cost.engine)
+        if end > latency:
+            latency = end
         events.append(Event(ins.seq, ins.op, cost.engine, start, dur, end, used, ins.location))
     return Timeline(events, latency, busy, costs)
