@@ -109,6 +109,7 @@ def run_serve_reward(args: argparse.Namespace) -> int:
     if args.executor == "ray":
         scorer.evaluate_many = search_evaluator("ray", scorer.seeds, scorer.hidden, args.workers, args.ray_address)
     server = RewardServer(scorer, args.host, args.port)
+    _stop_on_signals()
     print(f"scoring with {scorer.reward_spec.id} at {server.url}/score (GET {server.url}/health); Ctrl-C stops", flush=True)
     try:
         server.serve_forever()
@@ -117,6 +118,21 @@ def run_serve_reward(args: argparse.Namespace) -> int:
     finally:
         server.httpd.server_close()
     return 0
+
+
+def _stop_on_signals() -> None:
+    """Ctrl-C and SIGTERM (a service manager, a container stop) end the server cleanly.
+
+    Set explicitly: a process started in the background by a non-interactive shell inherits an
+    ignored SIGINT, and Python then never raises KeyboardInterrupt.
+    """
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
 
 
 def search_evaluator(kind: str, seeds: int, hidden: bool, workers: int | None = None, ray_address: str | None = None) -> Any:
