@@ -186,6 +186,14 @@ class NkiAgentApp(App[None]):
         else:
             await self.conversation.note("Welcome to nkiagent. /task NAME starts a session (e.g. /task vector_add); /help lists commands.")
         self.main(Input, "#prompt").focus()
+        self.call_after_refresh(self._prewarm_markdown)
+
+    @work(thread=True, group="prewarm", exit_on_error=False)
+    def _prewarm_markdown(self) -> None:
+        """Load the Markdown parser after the first frame, so the first streamed token does not stall keys while it loads."""
+        from textual.widgets import Markdown
+
+        Markdown("warm-up")  # builds markdown-it's parser and rule tables once
 
     # -- the agent thread ------------------------------------------------------------------------
     def _post_event(self, type_: str, event: dict[str, Any]) -> None:
