@@ -232,8 +232,19 @@ def schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
     # them (planned and reserved once), split into independent copies at the first narrower DMA.
     lockstep = True
     queues = [queues[0]] * len(queues)
+    known: dict[tuple[Any, ...], Cost] = {}
     for ins in trace.instructions:
-        cost = instruction_cost(ins, spec)
+        # loops repeat an instruction on other addresses: its cost depends on everything but the regions
+        key = (ins.op, ins.engine, tuple([a[:9] + a[10:] for a in ins.reads]), tuple([a[:9] + a[10:] for a in ins.writes]),
+               tuple(ins.attrs.items()))
+        try:
+            cost = known.get(key)
+        except TypeError:  # an attribute value that cannot be hashed: no sharing for this one
+            cost = key = None
+        if cost is None:
+            cost = instruction_cost(ins, spec)
+            if key is not None:
+                known[key] = cost
         costs.append(cost)
         reads = [_physical(a, allocs) for a in ins.reads]
         writes = [_physical(a, allocs) for a in ins.writes]
