@@ -31,6 +31,7 @@ class Cost:
     flops: float = 0.0
     hbm_read: int = 0
     hbm_write: int = 0
+    chunk: int | None = None  #: DMA: bytes of the shortest contiguous run over its accesses (what the profile's histogram and advice count)
 
 
 _ITEMSIZE: dict[str, int] = {}
@@ -192,7 +193,9 @@ def _dma_cost(ins: Instruction, spec: HardwareSpec) -> Cost:
     fixed = spec.dma_hwdge_fixed_ns if ins.attrs.get("dge_mode") == 2 else spec.dma_fixed_ns
     hbm_read = src.nbytes if src is not None and src.memory not in ("sbuf", "psum") else 0
     hbm_write = dst.nbytes if dst is not None and dst.memory not in ("sbuf", "psum") else 0
-    return Cost("dma", spec.dma_issue_ns + transfer, fixed + transfer, queues=queues, hbm_read=hbm_read, hbm_write=hbm_write)
+    accesses = ins.reads + ins.writes
+    shortest = min(contiguous_run_bytes(a) for a in accesses) if accesses else None
+    return Cost("dma", spec.dma_issue_ns + transfer, fixed + transfer, queues=queues, hbm_read=hbm_read, hbm_write=hbm_write, chunk=shortest)
 
 
 def instruction_cost(ins: Instruction, spec: HardwareSpec) -> Cost:

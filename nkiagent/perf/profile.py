@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..emu.trace import Trace
-from .cost import contiguous_run_bytes
 from .sol import SpeedOfLight, speed_of_light
 from .specs import MODEL_VERSION, HardwareSpec, get_spec
 from .timeline import Timeline, schedule
@@ -94,8 +93,7 @@ def build_profile(
     flops = sum(c.flops for c in timeline.costs)
     hbm_r = sum(c.hbm_read for c in timeline.costs)
     hbm_w = sum(c.hbm_write for c in timeline.costs)
-    dma_ins = [ins for ins, c in zip(trace.instructions, timeline.costs) if c.engine == "dma"]
-    chunks = [min(contiguous_run_bytes(a) for a in ins.reads + ins.writes) for ins in dma_ins if ins.reads or ins.writes]
+    chunks = [c.chunk for c in timeline.costs if c.engine == "dma" and c.chunk is not None]
     peak = spec.pe_flops_per_ns
     hfu = 100.0 * flops / (lat_ns * peak) if flops else 0.0
     mfu = 100.0 * (task_flops if task_flops is not None else flops) / (lat_ns * peak) if (task_flops or flops) else 0.0
@@ -112,7 +110,7 @@ def build_profile(
         bottleneck="",
         hbm_read_bytes=hbm_r,
         hbm_write_bytes=hbm_w,
-        dma_count=len(dma_ins),
+        dma_count=counts.get("dma", 0),
         dma_histogram=_hist(chunks),
         flops=flops,
         hfu_pct=round(hfu, 2),
@@ -158,7 +156,7 @@ def _advice(trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile) ->
     pairs = list(zip(trace.instructions, timeline.costs))
     dma = [(i, c) for i, c in pairs if c.engine == "dma"]
     dma_time = sum(c.busy_ns for _, c in dma) or 1.0
-    small = [(i, c) for i, c in dma if min(contiguous_run_bytes(a) for a in i.reads + i.writes) < 2048]
+    small = [(i, c) for i, c in dma if c.chunk is not None and c.chunk < 2048]
     small_time = sum(c.busy_ns for _, c in small)
     pe = p.engines.get("TensorE")
     dma_stat = p.engines.get("DMA")
