@@ -364,7 +364,11 @@ def check_compute_operand(ctx: KernelContext, op: str, role: str, t: Any, engine
     if ok is None and t._addr is None:
         # the checks depend only on the view's geometry: share what passed among equal views of one storage
         geometry = ("ok", t._offset, t._shape, t._strides, t._dtype)
-        ok = t._ok = t._a.metas.setdefault(geometry, set())
+        metas = t._a.metas
+        ok = metas.get(geometry)
+        if ok is None:
+            ok = metas[geometry] = set()
+        t._ok = ok
     if ok is not None and key in ok:
         return t
     if engine == "gpsimd":

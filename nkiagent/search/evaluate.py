@@ -40,7 +40,6 @@ class EvalJob:
 
 _TASKS: dict[str, Any] = {}
 _TASKS_LOCK = threading.Lock()
-_BASELINE_LOCK = threading.Lock()
 
 
 def _task(ref: str) -> Any:
@@ -60,7 +59,7 @@ def _small(task: Any) -> Any:
 
 def cascade_evaluate(job: EvalJob) -> dict[str, Any]:
     """Evaluate one job through the cascade; the answer is the verifier's JSON plus ``stage`` (the last stage run)."""
-    from ..verify.verifier import VerifyOptions, baseline_latency, verify
+    from ..verify.verifier import VerifyOptions, verify
 
     task = _task(job.task)
     fd, path = tempfile.mkstemp(prefix="nkiagent-cand-", suffix=".py")
@@ -76,8 +75,6 @@ def cascade_evaluate(job: EvalJob) -> dict[str, Any]:
                 small["reasons"] = [f"{r} [small-shape stage {dict(_small(task).dims)}]" for r in small["reasons"]]
                 return small
         opts = VerifyOptions(seeds=job.seeds, distributions=job.distributions, hidden=job.hidden)
-        with _BASELINE_LOCK:  # one baseline per (task, target) and process, never computed twice at once
-            baseline_latency(task, job.target, opts.limits)
         full = verify(path, task, job.target, opts).to_dict()
         full["stage"] = "full"
         return full

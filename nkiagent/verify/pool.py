@@ -7,19 +7,15 @@ their own processes, so a thread per slot is enough to keep ``workers`` processe
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..tasks.spec import Task
 from .result import EvalResult
-from .verifier import VerifyOptions, baseline_latency, verify
+from .verifier import VerifyOptions, verify
 
 __all__ = ["verify_many", "default_workers"]
-
-_BASELINE_LOCK = threading.Lock()
-
 
 def default_workers() -> int:
     """All cores by default."""
@@ -31,10 +27,6 @@ def verify_many(
 ) -> list[EvalResult]:
     """Verify ``(kernel_path, task, target)`` items with up to ``workers`` concurrent sandboxes, in input order."""
     opts = options or VerifyOptions()
-    if opts.with_baseline:  # warm the baseline cache once per (task, target) so slots never race to compute it
-        with _BASELINE_LOCK:
-            for task, target in {(t.name, tg): (t, tg) for _, t, tg in items}.values():
-                baseline_latency(task, target, opts.limits)
     n = max(1, workers or default_workers())
     if n == 1:
         return [verify(p, t, tg, opts) for p, t, tg in items]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ class VerifyOptions:
 _INTEGRITY_CODES = frozenset({"err_tensor_constructor"})
 
 _BASELINE_CACHE: dict[tuple[str, str, str], float | None] = {}
+_BASELINE_LOCK = threading.Lock()
 
 
 def _detect_api(source: str) -> str:
@@ -69,26 +71,35 @@ def _profile(trace_path: str, task: Task, target: str, dims: dict[str, int]) -> 
 
 
 def baseline_latency(task: Task, target: str, limits: Limits = Limits()) -> float | None:
-    """Latency estimate of the task's baseline kernel on ``target`` (cached per process)."""
+    """Latency estimate of the task's baseline kernel on ``target`` (cached per process).
+
+    Thread-safe: pools verify many candidates of one task at once, and the baseline must be
+    run once, not once per slot.
+    """
     path = task.baseline_path()
     if path is None or not path.is_file():
         return None
     key = (task.name, hashlib.sha256(path.read_bytes()).hexdigest(), target)
-    if key not in _BASELINE_CACHE:
-        first = cases(task, 1, DISTRIBUTIONS[:1])[:1]
-        cache = InputCache().ensure(task, first)
-        run = {"id": 0, "dims": dict(task.dims), "seed": 0, "dist": first[0].distribution, "trace": True,
-               "input_paths": InputCache.input_paths(cache, 0, len(task.inputs))}
-        out = run_worker(path, None, [run], target=target, api=_detect_api(path.read_text()), limits=limits)
-        lat = None
-        try:
-            if out.answer and out.answer["runs"] and "trace_path" in out.answer["runs"][0]:
-                _, lat, _ = _profile(out.answer["runs"][0]["trace_path"], task, target, dict(task.dims))
-        finally:
-            if out.scratch:
-                shutil.rmtree(out.scratch, ignore_errors=True)
-        _BASELINE_CACHE[key] = lat
-    return _BASELINE_CACHE[key]
+    with _BASELINE_LOCK:
+        if key not in _BASELINE_CACHE:
+            _BASELINE_CACHE[key] = _run_baseline(task, path, target, limits)
+        return _BASELINE_CACHE[key]
+
+
+def _run_baseline(task: Task, path: Path, target: str, limits: Limits) -> float | None:
+    first = cases(task, 1, DISTRIBUTIONS[:1])[:1]
+    cache = InputCache().ensure(task, first)
+    run = {"id": 0, "dims": dict(task.dims), "seed": 0, "dist": first[0].distribution, "trace": True,
+           "input_paths": InputCache.input_paths(cache, 0, len(task.inputs))}
+    out = run_worker(path, None, [run], target=target, api=_detect_api(path.read_text()), limits=limits)
+    lat = None
+    try:
+        if out.answer and out.answer["runs"] and "trace_path" in out.answer["runs"][0]:
+            _, lat, _ = _profile(out.answer["runs"][0]["trace_path"], task, target, dict(task.dims))
+    finally:
+        if out.scratch:
+            shutil.rmtree(out.scratch, ignore_errors=True)
+    return lat
 
 
 def _runs(task: Task, opts: VerifyOptions) -> tuple[list[dict[str, Any]], list[Case], str]:
