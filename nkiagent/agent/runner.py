@@ -98,6 +98,7 @@ def start_session(cfg: SessionConfig, on_event: Callable[[str, dict[str, Any]], 
     if not ws.exists(kernel):  # the session owns the starting kernel it writes, so it may keep editing it
         ws.write(kernel, starting_kernel(task).read_text(), session.id, f"nkiagent: starting kernel for {task.name}")
     rt = _runtime(cfg, session, on_event, on_token)
+    session.update_meta(tools=rt.tools.schemas())  # exports read the tools the session offered from the session itself
     if ws.warning:
         rt.emit("note", text=ws.warning)
     rt.emit("session_start", task=task.name, model=cfg.model, target=cfg.target, approve=cfg.approve, kernel_path=kernel)

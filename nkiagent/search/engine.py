@@ -257,8 +257,11 @@ def _open(session: Session, cfg: SearchConfig, on_candidate: Callable[[Candidate
     from ..tasks import get_task
 
     task = get_task(cfg.task)
+    mutator = make_mutator(cfg, task)
+    if isinstance(mutator, ModelMutator):
+        session.update_meta(tools=mutator.tools)  # the tools a model search offers, for exports
     executor = make_executor(cfg.executor, cfg.workers, cfg.ray_address)
-    return SearchRun(session, cfg, make_mutator(cfg, task), executor, on_candidate, should_stop), starting_kernel(task, cfg.kernel)
+    return SearchRun(session, cfg, mutator, executor, on_candidate, should_stop), starting_kernel(task, cfg.kernel)
 
 
 def _finish(run: SearchRun, reason: str) -> SearchOutcome:

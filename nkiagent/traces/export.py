@@ -255,7 +255,7 @@ def _sft_children(rec: SessionRecord, fmt: str) -> list[tuple[str, dict[str, Any
         if not (c.parents and c.prompt and c.message is not None and c.outcome == "pass"):
             continue
         called = sorted({str((tc.get("function") or {}).get("name")) for tc in c.message.get("tool_calls") or []})
-        tools = tool_schemas(rec.tool_names or called, str(rec.meta.get("workspace") or ""))
+        tools = tool_schemas(rec.tool_names or called, rec.meta.get("tools") or [])
         msgs = [*c.prompt, c.message]
         key = _digest(c.prompt, c.code_sha256)
         meta = {"session_id": rec.id, "task": rec.task, "model": rec.model, "candidate_id": c.candidate_id}
@@ -284,7 +284,7 @@ def _sft_trajectory(rec: SessionRecord, fmt: str, opts: ExportOptions, res: Expo
         return []
     if opts.last_turn_only:
         trainable = trainable[-1:]
-    tools = tool_schemas(rec.tool_names, str(rec.meta.get("workspace") or ""))
+    tools = tool_schemas(rec.tool_names, rec.meta.get("tools") or [])
     rows: list[tuple[str, dict[str, Any]]] = []
     if fmt == "openai":
         end = trainable[-1] + 1
@@ -383,7 +383,7 @@ def _completion(rec: SessionRecord, c: Candidate) -> dict[str, Any] | None:
 
 def _dpo(rec: SessionRecord, fmt: str, res: ExportResult) -> list[tuple[str, dict[str, Any]]]:
     rows: list[tuple[str, dict[str, Any]]] = []
-    tools = tool_schemas(rec.tool_names, str(rec.meta.get("workspace") or ""))
+    tools = tool_schemas(rec.tool_names, rec.meta.get("tools") or [])
     first_prompt = rec.turns[0].prompt if rec.turns else []
     for a, b in _pairs(rec):
         pick = _preferred(a, b)

@@ -18,7 +18,6 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -292,20 +291,12 @@ def iter_session_dirs(root: str | Path) -> Iterator[Path]:
             yield d
 
 
-@lru_cache(maxsize=8)
-def _known_tools(workspace: str) -> dict[str, dict[str, Any]]:
-    from ..agent.tools import load_tools
+def tool_schemas(names: list[str], recorded: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI function schemas for the tools a session offered, from the schemas it recorded in ``meta.json``.
 
-    try:
-        specs = load_tools(Path(workspace) if workspace and Path(workspace).is_dir() else None)
-    except (OSError, ValueError):
-        specs = load_tools(None)
-    return {name: spec.schema() for name, spec in specs.items()}
-
-
-def tool_schemas(names: list[str], workspace: str = "") -> list[dict[str, Any]]:
-    """OpenAI function schemas for the tools a session offered (a tool no longer installed gets an empty-parameters schema)."""
-    custom = bool(workspace) and (Path(workspace) / ".nkiagent" / "tools").is_dir()
-    known = _known_tools(workspace if custom else "")
+    Read from the session, not from the installed tools, which may have changed since; a name the
+    session did not record gets an empty-parameters schema.
+    """
+    known = {str((t.get("function") or {}).get("name")): t for t in recorded if isinstance(t, dict)}
     return [known.get(n) or {"type": "function", "function": {"name": n, "description": "", "parameters": {"type": "object", "properties": {}}}}
             for n in names]

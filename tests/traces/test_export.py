@@ -50,6 +50,8 @@ def test_openai_sft_validates_and_zero_weights_the_cheat_and_the_refused_edit(re
         assert openai_chat_errors(row) == []
         assert row["parallel_tool_calls"] is False
         assert {t["function"]["name"] for t in row["tools"]} >= {"write_file", "edit_file", "evaluate", "submit"}
+        edit = next(t for t in row["tools"] if t["function"]["name"] == "edit_file")
+        assert set(edit["function"]["parameters"]["properties"]) == {"path", "old", "new"}  # the schema the session recorded
     fake = next(r for r in rows if "Wider honest tiles." in json.dumps(r))
     assert [(m["content"], m["weight"]) for m in _assistants(fake)] == [
         (fake["messages"][2]["content"], 0), ("Trying another kernel.", 0), ("Wider honest tiles.", 1), ("Done.", 1)]
