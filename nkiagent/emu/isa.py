@@ -206,8 +206,13 @@ def dma_transpose(dst: Any, src: Any, axes: Any = None, priority: Any = None, dg
         write(ctx, dst, np.transpose(src._np(), axes))
 
 
-def tensor_copy(dst: Any, src: Any, engine: Any = engine.unknown, name: Any = None) -> None:
-    """Copy on a compute engine (Vector by default); on-chip to on-chip, with dtype conversion."""
+def tensor_copy(dst: Any, src: Any, engine: Any = engine.unknown, name: Any = None, dtype: Any = None) -> None:
+    """Copy on a compute engine (Vector by default); on-chip to on-chip, with dtype conversion.
+
+    ``dtype`` is NKI 0.2's output-cast keyword (removed in 0.3; nki-samples HEAD's matmul
+    tutorial still passes it): the copied values are rounded to it before ``dst`` stores them,
+    with a warning, so a kernel written for 0.2 runs and keeps its rounding.
+    """
     ctx = current()
     op = "tensor_copy"
     eng = engine_name(engine, "vector")
@@ -216,6 +221,9 @@ def tensor_copy(dst: Any, src: Any, engine: Any = engine.unknown, name: Any = No
     src = check_compute_operand(ctx, op, "src", src, eng)
     dst = check_compute_operand(ctx, op, "dst", dst, eng)
     check_same_shape_pp(op, [("dst", dst), ("src", src)])
+    cast = None if dtype is None else dt.as_dtype(dtype)
+    if cast is not None:
+        warn(f"tensor_copy(dtype={dt.dtype_name(cast)}) is NKI 0.2 API, removed in 0.3: values are rounded to it, then stored as dst's {dt.dtype_name(dst.dtype)}")
     record(ctx, op, eng, [("src", src)], [("dst", dst)])
     if not ctx.compute:
         return
@@ -224,6 +232,8 @@ def tensor_copy(dst: Any, src: Any, engine: Any = engine.unknown, name: Any = No
         vals = vals.astype(np.float32)
     elif src.dtype != dst.dtype and dt.is_int(src.dtype) and dt.is_int(dst.dtype):
         vals = _saturate_int(vals, dst.dtype)
+    if cast is not None and cast != dst.dtype:
+        vals = dt.store_cast(vals, cast)
     close_psum_group(src)
     write(ctx, dst, _pf(vals, _p(src)).reshape(dst.shape))
 

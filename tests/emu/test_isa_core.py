@@ -183,6 +183,24 @@ def test_tensor_copy_casts_on_each_engine(engine: str, target: str) -> None:
     assert ins.engine == ("vector" if engine == "unknown" else engine)
 
 
+def test_tensor_copy_keeps_the_0_2_dtype_keyword_as_an_output_rounding() -> None:
+    x = randn((32, 64), seed=8)
+
+    def k(a: Any, dtype: Any) -> Any:
+        t = nl.load(a)
+        b = nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=b, src=t, dtype=dtype)  # nki-samples HEAD's matmul tutorial spells it so
+        return out_of(b, a.shape, nl.float32)
+
+    with pytest.warns(emu.NkiWarning, match=r"tensor_copy\(dtype=bfloat16\) is NKI 0\.2 API, removed in 0\.3: "
+                      r"values are rounded to it, then stored as dst's float32"):
+        got = run(lambda a: k(a, nl.bfloat16), x)
+    assert got.dtype == np.float32 and not np.array_equal(got, x)
+    np.testing.assert_array_equal(got, x.astype(BF16).astype(np.float32))
+    with pytest.warns(emu.NkiWarning, match=r"tensor_copy\(dtype=float32\)"):
+        np.testing.assert_array_equal(run(lambda a: k(a, nl.float32), x), x)
+
+
 def test_tensor_copy_through_psum_and_reshaped_views() -> None:
     x = randn((32, 64), seed=7)
 
