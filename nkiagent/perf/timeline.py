@@ -74,7 +74,7 @@ class _Space:
             self.gcache[key] = g
         return g
 
-    def ready(self, key: tuple[int, int, int, int], write: bool, engine: str = "") -> tuple[float, float]:
+    def ready(self, key: tuple[int, int, int, int], write: bool, engine: str = "", granules: list[tuple[int, int]] | None = None) -> tuple[float, float]:
         """When an access to ``key`` may start: after overlapping writes (and, for a write, reads).
 
         Returns ``(ready, ready_signalled)``: the second counts only producers that signal the
@@ -87,7 +87,8 @@ class _Space:
         same = engine == "tensor"
         entries = self.entries
         grid = self.grid
-        granules = self._granules(key)
+        if granules is None:
+            granules = self._granules(key)
         if len(granules) == 1:  # the common case: no entry can be met twice
             candidates: Any = grid.get(granules[0]) or ()
         else:
@@ -110,24 +111,24 @@ class _Space:
                         ts = e[1]
         return t, ts
 
-    def update(self, key: tuple[int, int, int, int], end: float, write: bool, engine: str = "") -> None:
+    def update(self, key: tuple[int, int, int, int], end: float, write: bool, engine: str = "", granules: list[tuple[int, int]] | None = None) -> None:
         e = self.entries.get(key)
         if e is None:
             e = [0.0, 0.0, "", ""]
             self.entries[key] = e
-            for g in self._granules(key):
+            for g in granules if granules is not None else self._granules(key):
                 self.grid.setdefault(g, set()).add(key)
         if write:
             if end >= e[0]:
                 e[0], e[2] = end, engine
-            self._prune(key, end)
+            self._prune(key, end, granules)
         elif end >= e[1]:
             e[1], e[3] = end, engine
 
-    def _prune(self, key: tuple[int, int, int, int], end: float) -> None:
+    def _prune(self, key: tuple[int, int, int, int], end: float, granules: list[tuple[int, int]] | None = None) -> None:
         """Drop entries a newer write fully covers (they are ordered before it already)."""
         p_lo, p_hi, b_lo, b_hi = key
-        for g in self._granules(key):
+        for g in granules if granules is not None else self._granules(key):
             for k in list(self.grid.get(g, ())):
                 if k != key and p_lo <= k[0] and k[1] <= p_hi and b_lo <= k[2] and k[3] <= b_hi:
                     e = self.entries.get(k)
@@ -224,7 +225,7 @@ def schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
     def space(key: Any) -> _Space:
         sp = spaces.get(key)
         if sp is None:
-            sp = _Space(32, 2048) if key in ("sbuf", "psum") else _Space(128, 8192)
+            sp = _Space(128, 2048) if key in ("sbuf", "psum") else _Space(128, 8192)
             spaces[key] = sp
         return sp
 
@@ -233,10 +234,25 @@ def schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
     lockstep = True
     queues = [queues[0]] * len(queues)
     known: dict[tuple[Any, ...], Cost] = {}
+    # Access records are shared between instructions that touch the same view: derive their
+    # cost signature (everything but the region) and physical place once per record
+    seen: dict[int, tuple[Any, _Space, tuple[int, int, int, int], list[tuple[int, int]]]] = {}
+
+    def facts(accesses: tuple[Access, ...]) -> list[tuple[Any, _Space, tuple[int, int, int, int], list[tuple[int, int]]]]:
+        out = []
+        for a in accesses:
+            f = seen.get(id(a))
+            if f is None:
+                sk, key = _physical(a, allocs)
+                sp = space(sk)
+                f = seen[id(a)] = (a[:9] + a[10:], sp, key, sp._granules(key))
+            out.append(f)
+        return out
+
     for ins in trace.instructions:
+        rf, wf = facts(ins.reads), facts(ins.writes)
         # loops repeat an instruction on other addresses: its cost depends on everything but the regions
-        key = (ins.op, ins.engine, tuple([a[:9] + a[10:] for a in ins.reads]), tuple([a[:9] + a[10:] for a in ins.writes]),
-               tuple(ins.attrs.items()))
+        key = (ins.op, ins.engine, tuple([f[0] for f in rf]), tuple([f[0] for f in wf]), tuple(ins.attrs.items()))
         try:
             cost = known.get(key)
         except TypeError:  # an attribute value that cannot be hashed: no sharing for this one
@@ -246,12 +262,10 @@ def schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
             if key is not None:
                 known[key] = cost
         costs.append(cost)
-        reads = [_physical(a, allocs) for a in ins.reads]
-        writes = [_physical(a, allocs) for a in ins.writes]
         ready = signalled = 0.0
-        for accesses, write in ((reads, False), (writes, True)):
-            for sk, key in accesses:
-                t, ts = (spaces.get(sk) or space(sk)).ready(key, write, cost.engine)
+        for accesses, write in ((rf, False), (wf, True)):
+            for _, sp, key, granules in accesses:
+                t, ts = sp.ready(key, write, cost.engine, granules)
                 if t > ready:
                     ready = t
                 if ts > signalled:
@@ -284,10 +298,10 @@ def schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
             used = ()
         end = finish + cost.latency_ns - dur if cost.engine == "dma" else start + cost.latency_ns
         busy[cost.engine] += dur
-        for sk, key in reads:
-            spaces[sk].update(key, end, False, cost.engine)
-        for sk, key in writes:
-            spaces[sk].update(key, end, True, cost.engine)
+        for _, sp, key, granules in rf:
+            sp.update(key, end, False, cost.engine, granules)
+        for _, sp, key, granules in wf:
+            sp.update(key, end, True, cost.engine, granules)
         if end > latency:
             latency = end
         events.append(Event(ins.seq, ins.op, cost.engine, start, dur, end, used, ins.location))
