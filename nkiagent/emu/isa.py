@@ -660,8 +660,6 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: boo
         group = MatmulGroup(dst, key, mode, mask, m)
         ctx.mm_group = group
         open_view[...] = True  # later matmuls into this tile accumulate (auto-detect semantics)
-    group.stationary.append(_pf(f32(st), k))
-    group.moving.append(_pf(f32(mv), k))
     group.views.append((st, mv))
     a.written = True
     a.pending = True

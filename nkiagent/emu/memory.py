@@ -175,6 +175,8 @@ class KernelContext:
         self.spilled: list[OnChipRecord] = []  #: 0.1 kernels only: tensors past SBUF/PSUM capacity, kept in HBM (see finish)
         self.mm_group: Any = None  #: consecutive matmuls accumulating into one PSUM tile, computed as one GEMM
         self.mm_wide: Any = None  #: (operands key, wide product or None): see ops.flush_matmul_group
+        self.mm_wide_st: Any = None  #: (stationary key, its stacked fp32 block): see ops._wide_stationary
+        self.mm_scratch: dict[str, np.ndarray] = {}  #: reusable fp32 work arrays of matmul groups (ops._scratch)
         self.loops: list[list[Any]] = []  # [uid, kind, iteration]
         self.next_loop = 1
         self.shared: list[Alloc] = []  # shared_hbm allocations, in creation order, for SPMD sharing

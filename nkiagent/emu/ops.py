@@ -165,10 +165,11 @@ class MatmulGroup:
     Hardware accumulates K tiles one after another; summing them with a single BLAS call over
     the concatenated K is the same fp32 accumulation (up to rounding order) and far cheaper to
     emulate than one small GEMM per instruction. The group lands before any other instruction
-    runs and before anything reads the tile, so no one can observe the deferral.
+    runs and before anything reads the tile, so no one can observe the deferral — which is also
+    why it may keep the operand views and read their numbers only when it lands.
     """
 
-    __slots__ = ("dst", "key", "mode", "mask", "rows", "stationary", "moving", "views")
+    __slots__ = ("dst", "key", "mode", "mask", "rows", "views")
 
     def __init__(self, dst: NkiTensor, key: tuple[Any, ...], mode: str, mask: np.ndarray | None, rows: int) -> None:
         self.dst = dst
@@ -176,9 +177,7 @@ class MatmulGroup:
         self.mode = mode  #: "accumulate", "overwrite" or "mask" (per-element first write overwrites)
         self.mask = mask
         self.rows = rows
-        self.stationary: list[np.ndarray] = []
-        self.moving: list[np.ndarray] = []
-        self.views: list[tuple[NkiTensor, NkiTensor]] = []  #: (stationary, moving) operand views, for widening
+        self.views: list[tuple[NkiTensor, NkiTensor]] = []  #: (stationary, moving) operand views, in issue order
 
 
 #: Widest stationary block (rows of the product) that a flush computes speculatively.
@@ -212,9 +211,52 @@ def _wide_key(g: MatmulGroup) -> tuple[tuple[Any, ...], int, int, list[NkiTensor
     return tuple(parts), c0, width, wide
 
 
-def _stationary_t(pieces: list[np.ndarray]) -> np.ndarray:
-    # stationaryᵀ laid out C-contiguous [M, K]: OpenBLAS runs this shape ~1.5× faster than a transposed view
-    return np.ascontiguousarray(pieces[0].T) if len(pieces) == 1 else np.concatenate([s.T for s in pieces], axis=1)
+def _scratch(ctx: KernelContext, name: str, shape: tuple[int, int]) -> np.ndarray:
+    """A reusable fp32 work array of ``shape`` (contents undefined).
+
+    Matmul groups need the same large temporaries again and again; fresh ones cost a page fault
+    per 4 KiB on every use (glibc maps big blocks anew each time), reused ones do not.
+    """
+    size = shape[0] * shape[1]
+    buf = ctx.mm_scratch.get(name)
+    if buf is None or buf.size < size:
+        buf = ctx.mm_scratch[name] = np.empty(size, np.float32)
+    return buf[:size].reshape(shape)
+
+
+def _stack_k(ctx: KernelContext, name: str, views: Iterable[NkiTensor], cols: int, transposed: bool = False) -> np.ndarray:
+    """The operand views' numbers stacked along K (their partition dim) as fp32, in one pass each.
+
+    ``[K, cols]``, or ``[cols, K]`` C-contiguous when ``transposed`` (the layout OpenBLAS runs
+    fastest for a narrow stationary operand). Conversion from the storage dtype (bf16, fp8 …)
+    happens in the same copy, so no fp32 copy of a whole operand block is ever made.
+    """
+    pieces = []
+    for t in views:
+        v = t._np()
+        pieces.append(v.reshape(v.shape[0] if v.ndim else 1, -1))
+    rows = sum(p.shape[0] for p in pieces)
+    out = _scratch(ctx, name, (cols, rows) if transposed else (rows, cols))
+    r = 0
+    for p in pieces:
+        np.copyto(out[:, r : r + p.shape[0]] if transposed else out[r : r + p.shape[0]], p.T if transposed else p, casting="unsafe")
+        r += p.shape[0]
+    return out
+
+
+def _wide_stationary(ctx: KernelContext, key: tuple[Any, ...], wide: list[NkiTensor]) -> np.ndarray:
+    """The widened stationary block, K-major fp32; kept while the next wide product has the same one.
+
+    Tutorial kernels multiply one stationary block by several moving slices in turn (one wide
+    product each), so the block is stacked and converted once per version, not per product.
+    """
+    st_key = tuple([part[:4] for part in key])  # the stationary half of each piece's key
+    held = ctx.mm_wide_st
+    if held is not None and held[0] == st_key:
+        return held[1]
+    block = _stack_k(ctx, "wide_st", wide, wide[0]._shape[1])
+    ctx.mm_wide_st = (st_key, block)
+    return block
 
 
 def _product(ctx: KernelContext, g: MatmulGroup) -> np.ndarray:
@@ -224,9 +266,9 @@ def _product(ctx: KernelContext, g: MatmulGroup) -> np.ndarray:
     the rows of every slice of the block at once and later groups take their rows from it: a
     few large GEMMs instead of many 128-row ones, which BLAS runs several times slower per FLOP.
     The rows are the same dot products, so only the summation order inside BLAS can differ.
+    The result lives in a scratch array: the caller consumes it before the next group lands.
     """
     wk = _wide_key(g)
-    stationary = g.stationary
     if wk is not None:
         key, c0, width, wide = wk
         seen = ctx.mm_wide
@@ -235,15 +277,14 @@ def _product(ctx: KernelContext, g: MatmulGroup) -> np.ndarray:
         elif seen[1] is not None:
             return seen[1][c0 : c0 + width]
         else:
-            k = stationary[0].shape[0]
-            full = _stationary_t([f32(w).reshape(k, -1) for w in wide]) @ _moving(g)
+            moving = _stack_k(ctx, "moving", [mv for _, mv in g.views], g.dst.size // g.rows)
+            # a transposed view of the K-major block: BLAS reads it as is, no [M, K] copy
+            full = np.matmul(_wide_stationary(ctx, key, wide).T, moving, out=_scratch(ctx, "wide", (wide[0]._shape[1], moving.shape[1])))
             ctx.mm_wide = (key, full)
             return full[c0 : c0 + width]
-    return _stationary_t(stationary) @ _moving(g)
-
-
-def _moving(g: MatmulGroup) -> np.ndarray:
-    return g.moving[0] if len(g.moving) == 1 else np.concatenate(g.moving, axis=0)
+    moving = _stack_k(ctx, "moving", [mv for _, mv in g.views], g.dst.size // g.rows)
+    stationary = _stack_k(ctx, "stationary", [st for st, _ in g.views], g.rows, transposed=True)
+    return np.matmul(stationary, moving, out=_scratch(ctx, "product", (g.rows, moving.shape[1])))
 
 
 def flush_matmul_group(ctx: KernelContext | None = None) -> None:

@@ -708,38 +708,42 @@ def test_nc_matmul_accumulate_semantics(calls: list[Any], factor: int) -> None:
     np.testing.assert_allclose(run(_matmul_kernel(64, 32, 128, calls), a, b), expect, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("rewrite_between", [False, True])
-def test_nc_matmul_column_slices_of_one_block_match_numpy(rewrite_between: bool) -> None:
-    """Column slices of one stationary block times the same moving tiles (the tutorial pattern the
-    emulator lands as one wide GEMM); rewriting the block or the moving tile midway must be seen."""
-    a, b = randn((256, 512), seed=40), randn((256, 128), seed=41)
+@pytest.mark.parametrize("rewrite", ["nothing", "both", "stationary", "moving"])
+def test_nc_matmul_column_slices_of_one_block_match_numpy(rewrite: str) -> None:
+    """Column slices of one stationary block times column slices of one moving block (the tutorial
+    pattern the emulator lands as wide GEMMs, sharing the stacked stationary block between moving
+    slices); rewriting either block midway must be seen."""
+    a, b = randn((256, 512), seed=40), randn((256, 256), seed=41)
 
     def k(x: Any, y: Any) -> Any:
         blk = nl.ndarray((128, 2, 512), nl.float32, buffer=nl.sbuf)
-        mv = nl.ndarray((128, 2, 128), nl.float32, buffer=nl.sbuf)
+        mv = nl.ndarray((128, 2, 256), nl.float32, buffer=nl.sbuf)
         for kt in nl.affine_range(2):
             nisa.dma_copy(dst=blk[:, kt, :], src=x[kt * 128 : (kt + 1) * 128, :])
             nisa.dma_copy(dst=mv[:, kt, :], src=y[kt * 128 : (kt + 1) * 128, :])
-        out = nl.ndarray((512, 128), nl.float32, buffer=nl.shared_hbm)
-        for c in nl.sequential_range(4):
-            if rewrite_between and c == 2:
-                nisa.activation(dst=blk[:, 0, :], op=nl.copy, data=blk[:, 0, :], scale=2.0)
-                nisa.activation(dst=mv[:, 1, :], op=nl.copy, data=mv[:, 1, :], scale=3.0)
-            p = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
-            for kt in nl.affine_range(2):
-                nisa.nc_matmul(dst=p, stationary=blk[:, kt, c * 128 : (c + 1) * 128], moving=mv[:, kt, :])
-            s = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
-            nisa.tensor_copy(dst=s, src=p)
-            nisa.dma_copy(dst=out[c * 128 : (c + 1) * 128, :], src=s)
+        out = nl.ndarray((512, 256), nl.float32, buffer=nl.shared_hbm)
+        for d in nl.sequential_range(2):
+            for c in nl.sequential_range(4):
+                if d == 1 and c == 2 and rewrite in ("both", "stationary"):
+                    nisa.activation(dst=blk[:, 0, :], op=nl.copy, data=blk[:, 0, :], scale=2.0)
+                if d == 1 and c == 2 and rewrite in ("both", "moving"):
+                    nisa.activation(dst=mv[:, 1, :], op=nl.copy, data=mv[:, 1, :], scale=3.0)
+                p = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
+                for kt in nl.affine_range(2):
+                    nisa.nc_matmul(dst=p, stationary=blk[:, kt, c * 128 : (c + 1) * 128], moving=mv[:, kt, d * 128 : (d + 1) * 128])
+                s = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+                nisa.tensor_copy(dst=s, src=p)
+                nisa.dma_copy(dst=out[c * 128 : (c + 1) * 128, d * 128 : (d + 1) * 128], src=s)
         return out
 
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     expect = a64.T @ b64
-    if rewrite_between:
-        a2, b2 = a64.copy(), b64.copy()
+    a2, b2 = a64.copy(), b64.copy()
+    if rewrite in ("both", "stationary"):
         a2[:128] *= 2.0
+    if rewrite in ("both", "moving"):
         b2[128:] *= 3.0
-        expect[256:] = (a2.T @ b2)[256:]
+    expect[256:, 128:] = (a2.T @ b2)[256:, 128:]
     np.testing.assert_allclose(run(k, a, b), expect, rtol=1e-4, atol=1e-4)
 
 
