@@ -353,7 +353,73 @@ class NkiTensor:
             )
         return view
 
+    def _simple_view(self, index: Any) -> NkiTensor | None:
+        """The view for the everyday index — one in-bounds int, unit-step slice or ``nl.ds`` per
+        dimension, outside 0.1 kernels — or ``None`` to take the general path below.
+
+        Kernels index tiles in their innermost loops, so this is the emulator's hottest Python;
+        anything unusual (negative or out-of-bounds bounds, steps, ellipsis, grids, NumPy ints)
+        falls through to :meth:`__getitem__`'s full rules and their error texts.
+        """
+        shape = self._shape
+        strides = self._strides
+        if type(index) is not tuple:
+            index = (index,)
+        if strides is None or len(index) != len(shape):
+            return None
+        ctx = _memory._CURRENT
+        if ctx is not None and ctx.api == "0.1":
+            return None
+        a = self._a
+        on_chip = a.on_chip
+        offset = self._offset
+        new_shape: list[int] = []
+        new_strides: list[int] = []
+        dropped: list[int] = []
+        for dim, item in enumerate(index):
+            n = shape[dim]
+            s = strides[dim]
+            kind = type(item)
+            if kind is int:
+                if not 0 <= item < n:
+                    return None
+                offset += item * s
+                if not on_chip or (dim != 0 and dim != a.pdim):
+                    dropped.append(len(new_shape))
+                new_shape.append(1)
+                new_strides.append(s)
+                continue
+            if kind is slice:
+                if item.step is not None:
+                    return None
+                start, stop = item.start, item.stop
+                if start is None:
+                    start = 0
+                if stop is None:
+                    stop = n
+            elif kind is DynSlice:
+                start, stop = item.start, item.size
+                if type(start) is not int or type(stop) is not int:
+                    return None
+                stop += start
+            else:
+                return None
+            if type(start) is not int or type(stop) is not int or not 0 <= start <= stop <= n:
+                return None
+            offset += start * s
+            new_shape.append(stop - start)
+            new_strides.append(s)
+        keep_min = 2 if on_chip else 0  # as below: integer-indexed free dims drop, leaving on-chip tensors ≥ 2-D
+        for pos in reversed(dropped):
+            if len(new_shape) > keep_min:
+                del new_shape[pos]
+                del new_strides[pos]
+        return NkiTensor(a, tuple(new_shape), tuple(new_strides), offset, self._dtype)
+
     def __getitem__(self, index: Any) -> NkiTensor:
+        view = self._simple_view(index)
+        if view is not None:
+            return view
         if self._strides is None:
             raise NkiUnsupportedError("err_nested_indirect", f"cannot index the indirect view of `{self._a.name}` again")
         if not isinstance(index, tuple):
