@@ -40,6 +40,7 @@ __all__ = [
     "weak_scalar_dtype",
     "store_cast",
     "fill_uninitialized",
+    "uninitialized_value",
 ]
 
 bool_ = np.dtype(np.bool_)
@@ -192,9 +193,11 @@ def store_cast(values: np.ndarray, d: np.dtype) -> np.ndarray:
     return values.astype(d, copy=False)
 
 
+def uninitialized_value(d: np.dtype) -> float:
+    """What fresh memory reads as, like AWS's simulator: NaN for floats, 4 for integers."""
+    return np.nan if is_float(d) else 4
+
+
 def fill_uninitialized(arr: np.ndarray, d: np.dtype) -> None:
-    """Fill fresh memory like AWS's simulator: NaN for floats, 4 for integers."""
-    if is_float(d):
-        arr.fill(np.nan)
-    else:
-        arr.fill(4)
+    """Fill fresh memory with :func:`uninitialized_value`."""
+    arr.fill(uninitialized_value(d))

@@ -109,7 +109,8 @@ def _pf(a: np.ndarray, p: int) -> np.ndarray:
 
 
 def _p(t: NkiTensor) -> int:
-    return t.shape[0] if t.shape else 1
+    shape = t._shape
+    return shape[0] if shape else 1
 
 
 def get_nc_version() -> nc_version:
@@ -604,16 +605,17 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: boo
     if dst._a.memory != "psum":
         raise NkiValidationError("err_matmul_dst_not_psum", "Matmult dst tensor is not psum: nc_matmul must write its result to a PSUM tensor")
     check_compute_operand(ctx, opn, "dst", dst, "tensor", ON_CHIP)
-    k, m, n = _p(st), st.size // max(_p(st), 1), mv.size // max(_p(mv), 1)
-    if _p(mv) != k:
-        raise NkiValidationError("err_matmul_contraction", f"nc_matmul stationary and moving contraction (partition) sizes differ: {k} vs {_p(mv)}")
+    k, km, pd = _p(st), _p(mv), _p(dst)
+    m, n = st.size // max(k, 1), mv.size // max(km, 1)
+    if km != k:
+        raise NkiValidationError("err_matmul_contraction", f"nc_matmul stationary and moving contraction (partition) sizes differ: {k} vs {km}")
     if m > t.gemm_stationary_fmax:
         raise NkiValidationError("err_matmul_stationary_size", f"nc_matmul stationary free size {m} exceeds maximum {t.gemm_stationary_fmax} (gemm_stationary_fmax)")
     dst_bf16 = dst.dtype == dt.bfloat16
     nmax = t.matmul_moving_max_bf16 if dst_bf16 else t.matmul_moving_max_fp32
     if n > nmax:
         raise NkiValidationError("err_matmul_moving_size", f"nc_matmul moving free size {n} exceeds maximum {nmax} on {t.name} (gemm_moving_fmax)")
-    if _p(dst) != m or dst.size // max(_p(dst), 1) != n:
+    if pd != m or dst.size // max(pd, 1) != n:
         raise NkiValidationError("err_matmul_dst_shape", f"nc_matmul dst{list(dst.shape)} must be [{m}, {n}] for stationary{list(st.shape)} and moving{list(mv.shape)}")
     if dst.dtype != dt.float32 and not (t.matmul_bf16_dst and dst_bf16):
         raise NkiValidationError("err_matmul_dst_dtype", f"nc_matmul dst dtype must be float32 on gen{t.nc_version}, got {dt.dtype_name(dst.dtype)}")

@@ -131,7 +131,8 @@ def shared_constant(constant: Any, dtype: Any = None) -> NkiTensor:
     arr = np.asarray(constant)
     d = dt.as_dtype(dtype) if dtype is not None else dt.as_dtype(arr.dtype)
     alloc = ctx.allocate(arr.shape, d, hbm, "constant")
-    if alloc.data is not None:
+    if alloc.has_data:
+        alloc.overwrite_all()
         alloc.data[...] = dt.store_cast(arr.reshape(-1), d)
     alloc.written = True
     return NkiTensor._whole(alloc)

@@ -64,7 +64,10 @@ class Alloc:
         "dtype",
         "shape",
         "pdim",
-        "data",
+        "_buf",
+        "fresh",
+        "unit",
+        "cover",
         "itemsize",
         "partitions",
         "bytes_pp",
@@ -96,10 +99,12 @@ class Alloc:
         else:
             self.partitions = 1
             self.bytes_pp = size * self.itemsize
-        self.data: np.ndarray | None = None
-        if compute:
-            self.data = np.empty(size, dtype=dt.storage_dtype(dtype))
-            dt.fill_uninitialized(self.data, dtype)
+        # Fresh memory reads as NaN / 4 (see dtypes.fill_uninitialized), but the fill is deferred
+        # to the first access of ``data``: a tile whose first write covers all of it is never filled.
+        self._buf: np.ndarray | None = np.empty(size, dtype=dt.storage_dtype(dtype)) if compute else None
+        self.fresh = compute
+        self.unit = 0  #: while fresh: elements per tracked unit of ``cover`` (0: nothing written yet)
+        self.cover: np.ndarray | None = None  #: while fresh: which units direct stores have written
         self.address = 0
         self.acc_open: np.ndarray | None = None
         self.written = False
@@ -112,6 +117,67 @@ class Alloc:
     @property
     def on_chip(self) -> bool:
         return self.memory in ("sbuf", "psum")
+
+    @property
+    def data(self) -> np.ndarray | None:
+        """The storage (``None`` in timing-only runs), holding the uninitialized-memory pattern where never written."""
+        if self.fresh:
+            self.settle()
+        return self._buf
+
+    @data.setter
+    def data(self, buf: np.ndarray | None) -> None:
+        self._buf = buf
+        self.fresh = False
+        self.cover = None
+
+    @property
+    def has_data(self) -> bool:
+        """Whether numbers are kept at all (not in timing-only runs), without touching them."""
+        return self._buf is not None
+
+    def overwrite_all(self) -> None:
+        """The caller writes every element before anything reads: skip the deferred fill."""
+        self.fresh = False
+        self.cover = None
+
+    def note_store(self, offset: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+        """The storage for a direct store of this geometry (in storage elements), keeping the fill deferred.
+
+        Tiles are commonly filled by several slice writes (a DMA per row block or column
+        stripe) before anything reads them. While every store covers whole units of ``unit``
+        contiguous elements, a bitmap of units (1/unit the size of the data) records what was
+        written, and the first read fills only the rest; a store that does not fit settles now.
+        """
+        if not self.fresh:
+            return self._buf
+        last = shape[-1] if shape else 1
+        g = self.unit
+        if g == 0:
+            g = math.gcd(last, offset, self._buf.size, *strides[:-1])
+            if g < self.MIN_UNIT:
+                self.settle()
+                return self._buf
+            self.unit = g
+            self.cover = np.zeros(self._buf.size // g, dtype=bool)
+        if (shape and strides[-1] != 1) or last % g or offset % g or any(s % g for s in strides[:-1]):
+            self.settle()
+            return self._buf
+        units = np.ndarray(shape[:-1] + (last // g,), bool, buffer=self.cover, offset=offset // g, strides=tuple(s // g for s in strides[:-1]) + (1,))
+        units[...] = True
+        return self._buf
+
+    #: Smallest tracked unit, in elements: finer stores settle at once (the bitmap would cost as much as the fill).
+    MIN_UNIT = 32
+
+    def settle(self) -> None:
+        """Fill every element no store has written with the uninitialized pattern; tracking ends."""
+        self.fresh = False
+        cover, self.cover = self.cover, None
+        if cover is None:
+            dt.fill_uninitialized(self._buf, self.dtype)
+        elif not cover.all():
+            self._buf.reshape(-1, self.unit)[~cover] = dt.uninitialized_value(self.dtype)
 
 
 class OnChipRecord:
@@ -230,7 +296,7 @@ class KernelContext:
             alloc.rec = OnChipRecord(alloc, location, address is not None)
             self.onchip.append(alloc.rec)
             if mem == "psum" and self.compute:
-                alloc.acc_open = np.zeros(alloc.data.size if alloc.data is not None else 0, dtype=bool)
+                alloc.acc_open = np.zeros(math.prod(shape), dtype=bool)
         elif mem == "shared_hbm":
             self.shared.append(alloc)
             self.shared_cursor = len(self.shared)

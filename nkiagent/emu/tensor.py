@@ -90,7 +90,7 @@ def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
 class NkiTensor:
     """A view of an allocation. See the module docstring for what it refuses to do."""
 
-    __slots__ = ("_a", "_shape", "_strides", "_offset", "_dtype", "_addr", "_valid", "_npv", "_meta", "_ok", "_sp", "_lg", "__weakref__")
+    __slots__ = ("_a", "_shape", "_strides", "_offset", "_dtype", "_addr", "_valid", "_npv", "_meta", "_ok", "_sp", "_rg", "_lg", "__weakref__")
     __array_ufunc__ = None  # NumPy ufuncs on tiles raise TypeError: no free host compute.
     __array_priority__ = 1000
 
@@ -119,6 +119,7 @@ class NkiTensor:
         self._meta: dict[str, Any] | None = None  # trace records of this view by role (ops._access)
         self._ok: set[Any] | None = None  # operand checks this view already passed (keys from ops.check_compute_operand)
         self._sp: tuple[int, int] | None = None
+        self._rg: Region | None = None  # region() of a direct view (its geometry never changes)
         self._lg: Any = None  # 0.1 front-end facts: mask box of a result, index-grid dims, deferred bounds errors
 
     @classmethod
@@ -241,6 +242,14 @@ class NkiTensor:
         On chip a row is a partition; in HBM a row is one run of the tensor's last dimension, so
         a 2-D tile of a large matrix is a tight box rather than the whole span between its corners.
         """
+        rg = self._rg
+        if rg is None:
+            rg = self._region()
+            if self._addr is None:
+                self._rg = rg
+        return rg
+
+    def _region(self) -> Region:
         isz = self._dtype_itemsize()
         lo, hi = self._span()
         a = self._a
@@ -303,6 +312,8 @@ class NkiTensor:
             flush_hook()
         v = self._npv
         if v is not None:
+            if self._a.fresh:
+                self._a.settle()  # the view was made for a store: a read must see the fill
             return v
         flat = self._flat()
         if self._addr is not None:
@@ -311,6 +322,10 @@ class NkiTensor:
             out = np.zeros(self._shape, flat.dtype)
             out[self._valid] = flat[self._addr[self._valid]]
             return out
+        return self._view_of(flat)
+
+    def _view_of(self, flat: np.ndarray) -> np.ndarray:
+        """The direct view's NumPy window onto ``flat`` (the storage in this view's dtype), kept for reuse."""
         isz = flat.itemsize
         v = np.ndarray(self._shape, flat.dtype, buffer=flat, offset=self._offset * isz, strides=tuple(s * isz for s in self._strides))
         self._npv = v
@@ -328,9 +343,17 @@ class NkiTensor:
     def _store(self, values: np.ndarray) -> None:
         """Write ``values`` (any float/int array broadcastable to the view) with storage rounding."""
         vals = values if (type(values) is np.ndarray and values.dtype == self._dtype) else dt.store_cast(np.asarray(values), self._dtype)
-        self._a.version += 1
+        a = self._a
+        a.version += 1
+        if a.fresh and self._addr is None:
+            if self._offset == 0 and self.size == self._storage_elems() and self.is_contiguous():
+                a.overwrite_all()  # this store covers every element: filling them first would be wasted
+            elif self._dtype == a.dtype:
+                a.note_store(self._offset, self._shape, self._strides)  # the fill waits for the first read
+            else:
+                a.settle()  # a reinterpreting view: fill now
         if self._addr is None:
-            target = self._np()
+            target = self._npv if self._npv is not None else self._view_of(a._buf if a.fresh else self._flat())
             target[...] = vals
         else:
             flat = self._flat()

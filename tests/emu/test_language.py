@@ -75,6 +75,56 @@ def test_zeros_in_psum_and_uninitialized_memory_reads_nan_and_four() -> None:
     assert buf is nl.psum
 
 
+def test_uninitialized_elements_stay_visible_around_partial_and_whole_writes() -> None:
+    """Fresh memory is filled lazily: a store covering a whole tile skips the fill, a partial one must not."""
+    x = randn((8, 16), seed=3)
+
+    def k(a: Any) -> Any:
+        part = nl.ndarray((8, 16), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=part[:, 4:12], src=a[:, 4:12])  # the columns outside stay uninitialized
+        ints = nl.ndarray((8, 16), nl.int32, buffer=nl.sbuf)
+        nisa.memset(dst=ints[0:4, :], value=7)
+        whole = nl.ndarray((8, 16), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=whole, src=a)
+        nisa.dma_copy(dst=whole[:, 0:2], src=part[:, 0:2])  # a later partial write of unwritten data
+        psum = nl.ndarray((8, 16), nl.float32, buffer=nl.psum)
+        nisa.tensor_copy(dst=psum[0:8, 8:16], src=whole[:, 8:16])
+        return to_hbm(part), to_hbm(ints), to_hbm(whole), to_hbm(nl.copy(psum))
+
+    part, ints, whole, psum = run(k, x)
+    assert np.isnan(part[:, :4]).all() and np.isnan(part[:, 12:]).all()
+    np.testing.assert_array_equal(part[:, 4:12], x[:, 4:12])
+    np.testing.assert_array_equal(ints, np.where(np.arange(8)[:, None] < 4, 7, 4) * np.ones((1, 16), np.int32))
+    assert np.isnan(whole[:, :2]).all()
+    np.testing.assert_array_equal(whole[:, 2:], x[:, 2:])
+    assert np.isnan(psum[:, :8]).all()
+    np.testing.assert_array_equal(psum[:, 8:], x[:, 8:])
+
+
+def test_tiles_filled_by_slice_writes_show_exactly_the_unwritten_parts() -> None:
+    """Slice stores into a fresh tile are tracked in whole units until the first read fills the rest."""
+    x = randn((128, 512), seed=4)
+
+    def k(a: Any) -> Any:
+        full = nl.ndarray((128, 2, 256), nl.float32, buffer=nl.sbuf)
+        half = nl.ndarray((128, 2, 256), nl.float32, buffer=nl.sbuf)
+        mixed = nl.ndarray((128, 2, 256), nl.float32, buffer=nl.sbuf)
+        for j in nl.affine_range(2):
+            nisa.dma_copy(dst=full[:, j, :], src=a[:, j * 256 : (j + 1) * 256])
+        nisa.dma_copy(dst=half[:, 1, :], src=a[:, 256:512])
+        nisa.dma_copy(dst=mixed[:, 0, 0:128], src=a[:, 0:128])
+        nisa.dma_copy(dst=mixed[:, 1, 8:40], src=a[:, 8:40])  # finer than the tracked unit: fills at once
+        return to_hbm(full), to_hbm(half), to_hbm(mixed)
+
+    full, half, mixed = run(k, x)
+    np.testing.assert_array_equal(full.reshape(128, 512), x)
+    assert np.isnan(half[:, 0]).all()
+    np.testing.assert_array_equal(half[:, 1], x[:, 256:])
+    np.testing.assert_array_equal(mixed[:, 0, :128], x[:, :128])
+    np.testing.assert_array_equal(mixed[:, 1, 8:40], x[:, 8:40])
+    assert np.isnan(mixed[:, 0, 128:]).all() and np.isnan(mixed[:, 1, :8]).all() and np.isnan(mixed[:, 1, 40:]).all()
+
+
 # --------------------------------------------------------------------------------------------
 # Data movement
 # --------------------------------------------------------------------------------------------

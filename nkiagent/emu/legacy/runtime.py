@@ -317,7 +317,7 @@ def _free_dead_tiles(st: LegacyState, seq: int) -> None:
             waiting.append(entry)
             continue
         del st.tiles[entry[1]]
-        a.data = np.empty(0, dtype=a.data.dtype) if a.data is not None else None
+        a.data = np.empty(0, dtype=a.data.dtype) if a.has_data else None
         a.acc_open = a.f32c = None
         st.writers.pop(a.uid, None)
         st.psum_written.pop(a.uid, None)
