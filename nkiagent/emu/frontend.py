@@ -8,9 +8,11 @@ NumPy (or torch) copies of the outputs.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import gc
 import itertools
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -170,7 +172,8 @@ def _wrap(ctx: KernelContext, value: Any, name: str, args: list[_Arg], torch_in:
     alloc.is_input = True
     alloc.written = True
     copied = True
-    if alloc.data is not None:
+    if alloc.has_data:
+        alloc.overwrite_all()
         if arr.flags.c_contiguous and arr.dtype == alloc.data.dtype and arr.flags.writeable:
             alloc.data = arr.reshape(-1)
             copied = False
@@ -220,6 +223,32 @@ def _unwrap(value: Any, to_torch: bool, compute: bool, where: str) -> Any:
     return value
 
 
+_HEAP_TUNED = False
+
+
+def _keep_freed_blocks() -> None:
+    """Ask glibc to recycle freed blocks of up to 32 MiB instead of unmapping them (once per process).
+
+    Emulation allocates and frees tile-sized arrays (MiBs each) thousands of times. By default
+    glibc serves each from a fresh ``mmap``, and touching it costs a page fault per 4 KiB —
+    more than the arithmetic on it. Kernels run in worker processes, so this tuning stays out
+    of the agent's own process; elsewhere (macOS, musl) it is a no-op.
+    """
+    global _HEAP_TUNED
+    if _HEAP_TUNED:
+        return
+    _HEAP_TUNED = True
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
+    mallopt(m_mmap_threshold, 32 << 20)  # the largest value glibc accepts
+    mallopt(m_trim_threshold, 256 << 20)
+
+
 def run_kernel(
     kernel: Any,
     args: tuple[Any, ...],
@@ -242,6 +271,7 @@ def run_kernel(
     """
     if memory._CURRENT is not None:
         raise NkiRuntimeError("err_nested_launch", "a kernel launch from inside a running kernel is not supported", "<launch>:0")
+    _keep_freed_blocks()
     k = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
     api = k.api or api
     tgt = get_target(target if target is not None else k.options.get("platform_target"))  # 0.1's nki.jit(platform_target=)
@@ -287,7 +317,7 @@ def run_kernel(
             where = f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "<kernel>:0"
             outputs = _unwrap(result, bool(torch_in), ctx.compute, where)
         for a in arg_records:
-            if a.copied and a.alloc.data is not None and a.original is not None and a.original.flags.writeable:
+            if a.copied and a.alloc.has_data and a.original is not None and a.original.flags.writeable:
                 a.original[...] = a.alloc.data.reshape(a.original.shape)
     finally:
         memory._CURRENT = None
