@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import gc
 import itertools
 import sys
 from collections.abc import Callable
@@ -26,7 +25,7 @@ from .memory import KernelContext, hbm
 from .ops import flush_matmul_group
 from .targets import Target, get_target
 from .tensor import NkiTensor
-from .trace import Trace
+from .trace import Trace, collector_paused
 
 __all__ = ["Kernel", "jit", "simulate", "run_kernel", "RunResult", "ShapeSpec", "torch_to_numpy", "numpy_to_torch"]
 
@@ -285,44 +284,39 @@ def run_kernel(
     import warnings
 
     memory._CURRENT = ctx
-    # Trace records hold no reference cycles: pausing the cyclic collector during a launch
-    # saves several µs per instruction once a trace holds 10⁵ records.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            targs = [_wrap(ctx, a, _param_name(k.fn, i), arg_records, torch_in) for i, a in enumerate(args)]
-            tkw = {n: _wrap(ctx, v, n, arg_records, torch_in) for n, v in (kwargs or {}).items()}
-            launch = None
-            if api == "0.1":
-                from .legacy.runtime import Launch
+        with collector_paused():
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                targs = [_wrap(ctx, a, _param_name(k.fn, i), arg_records, torch_in) for i, a in enumerate(args)]
+                tkw = {n: _wrap(ctx, v, n, arg_records, torch_in) for n, v in (kwargs or {}).items()}
+                launch = None
+                if api == "0.1":
+                    from .legacy.runtime import Launch
 
-                launch = Launch(ctx, k.fn, targs, tkw)
-            result: Any = None
-            programs = list(itertools.product(*(range(g) for g in grid))) if grid else [()]
-            for pid in programs:
-                ctx.program_id = pid
-                ctx.shared_cursor = 0
-                r = k.fn(*targs, **tkw)
-                if launch is not None:
-                    launch.returned(r)
-                if pid == programs[0]:
-                    result = r
-            flush_matmul_group(ctx)
-            ctx.finish()
-            for alloc in _outputs(result):
-                _mark(ctx, alloc, "output")
-            code = getattr(k.fn, "__code__", None)
-            where = f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "<kernel>:0"
-            outputs = _unwrap(result, bool(torch_in), ctx.compute, where)
-        for a in arg_records:
-            if a.copied and a.alloc.has_data and a.original is not None and a.original.flags.writeable:
-                a.original[...] = a.alloc.data.reshape(a.original.shape)
+                    launch = Launch(ctx, k.fn, targs, tkw)
+                result: Any = None
+                programs = list(itertools.product(*(range(g) for g in grid))) if grid else [()]
+                for pid in programs:
+                    ctx.program_id = pid
+                    ctx.shared_cursor = 0
+                    r = k.fn(*targs, **tkw)
+                    if launch is not None:
+                        launch.returned(r)
+                    if pid == programs[0]:
+                        result = r
+                flush_matmul_group(ctx)
+                ctx.finish()
+                for alloc in _outputs(result):
+                    _mark(ctx, alloc, "output")
+                code = getattr(k.fn, "__code__", None)
+                where = f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "<kernel>:0"
+                outputs = _unwrap(result, bool(torch_in), ctx.compute, where)
+            for a in arg_records:
+                if a.copied and a.alloc.has_data and a.original is not None and a.original.flags.writeable:
+                    a.original[...] = a.alloc.data.reshape(a.original.shape)
     finally:
         memory._CURRENT = None
-        if gc_was_enabled:
-            gc.enable()
     msgs = [str(w.message) for w in caught]
     if trace is not None:
         trace.warnings.extend(msgs)

@@ -14,7 +14,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..emu.trace import Access, Trace
+from ..emu.trace import Access, Trace, collector_paused
 from .cost import Cost, instruction_cost
 from .specs import HardwareSpec
 
@@ -212,6 +212,11 @@ def _physical(a: Access, allocs: dict[int, dict[str, Any]]) -> tuple[Any, tuple[
 
 def schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
     """Schedule every instruction of ``trace`` on ``spec`` and return the timeline."""
+    with collector_paused():  # one event and a few tuples per instruction, none in a cycle
+        return _schedule(trace, spec)
+
+
+def _schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
     allocs = {a["uid"]: a for a in trace.allocations}
     spaces: dict[Any, _Space] = {}
     lanes = {e: _Lane() for e in COMPUTE_ENGINES}
