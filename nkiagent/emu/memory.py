@@ -240,7 +240,8 @@ class KernelContext:
         self.onchip: list[OnChipRecord] = []
         self.spilled: list[OnChipRecord] = []  #: 0.1 kernels only: tensors past SBUF/PSUM capacity, kept in HBM (see finish)
         self.mm_group: Any = None  #: consecutive matmuls accumulating into one PSUM tile, computed as one GEMM
-        self.mm_wide: Any = None  #: (operands key, wide product or None): see ops.flush_matmul_group
+        self.mm_wide: Any = None  #: the wide product held for later groups: see ops._product
+        self.mm_wide_sites: dict[tuple[Any, ...], bool] = {}  #: whether wide products of blocks from a source line paid off (ops._product)
         self.mm_wide_st: Any = None  #: (stationary key, its stacked fp32 block): see ops._wide_stationary
         self.mm_scratch: dict[str, np.ndarray] = {}  #: reusable fp32 work arrays of matmul groups (ops._scratch)
         self.loops: list[list[Any]] = []  # [uid, kind, iteration]

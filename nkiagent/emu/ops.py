@@ -89,25 +89,34 @@ def _access(role: str, t: NkiTensor) -> Access:
     return acc
 
 
+#: What an access record says about a view's geometry (all but its role and region), by
+#: (memory, on chip, shape, strides, dtype): loops touch the same shapes at many offsets.
+_GEOMETRY: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+
 def _facts(t: NkiTensor) -> tuple[Any, ...]:
     """Everything :class:`Access` records about a view except its role."""
     a = t._a
-    shape = t._shape
-    size = math.prod(shape)
-    parts = (shape[0] if shape else 1) if a.on_chip else 1
-    strides = t._strides if t._strides is not None else ()
-    return (
-        a.memory,
-        shape,
-        dt.dtype_name(t._dtype),
-        parts,
-        size // max(parts, 1),
-        size * dt.storage_dtype(t._dtype).itemsize,
-        strides,
-        bool(strides) and (strides[-1] == 1 or shape[-1] == 1),
-        t.region(),
-        t._addr is not None,
-    )
+    gkey = (a.memory, a.on_chip, t._shape, t._strides, t._dtype)
+    geo = _GEOMETRY.get(gkey)
+    if geo is None:
+        shape = t._shape
+        size = math.prod(shape)
+        parts = (shape[0] if shape else 1) if a.on_chip else 1
+        strides = t._strides if t._strides is not None else ()
+        geo = (
+            a.memory,
+            shape,
+            dt.dtype_name(t._dtype),
+            parts,
+            size // max(parts, 1),
+            size * dt.storage_dtype(t._dtype).itemsize,
+            strides,
+            bool(strides) and (strides[-1] == 1 or shape[-1] == 1),
+        )
+        if len(_GEOMETRY) < 65536:  # bounded: a kernel generator cannot grow it without limit
+            _GEOMETRY[gkey] = geo
+    return (*geo, t.region(), t._addr is not None)
 
 
 def record(
@@ -259,29 +268,55 @@ def _wide_stationary(ctx: KernelContext, key: tuple[Any, ...], wide: list[NkiTen
     return block
 
 
+class WideProduct:
+    """A wide product held for the groups that take their rows from it (see :func:`_product`)."""
+
+    __slots__ = ("key", "full", "site", "uses")
+
+    def __init__(self, key: tuple[Any, ...], full: np.ndarray | None, site: tuple[Any, ...]) -> None:
+        self.key = key
+        self.full = full  #: None until a second group with this key asks (or the site has paid off before)
+        self.site = site
+        self.uses = 0
+
+
+def _site(view: NkiTensor) -> tuple[Any, ...]:
+    """Where a stationary block comes from — its allocation's source line and geometry — to learn from."""
+    a = view._a
+    return (a.rec.location if a.rec is not None else a.name, a.shape, view._shape, view._strides)
+
+
 def _product(ctx: KernelContext, g: MatmulGroup) -> np.ndarray:
     """The group's ``stationaryᵀ · moving``, from a wider product of the same operands when one exists.
 
     When a second group shows the column-slice pattern of :func:`_wide_key`, one GEMM computes
     the rows of every slice of the block at once and later groups take their rows from it: a
     few large GEMMs instead of many 128-row ones, which BLAS runs several times slower per FLOP.
-    The rows are the same dot products, so only the summation order inside BLAS can differ.
-    The result lives in a scratch array: the caller consumes it before the next group lands.
+    Once a wide product of blocks allocated at one source line served several groups, later
+    blocks from that line go wide at their first group (a kernel's loops repeat the pattern);
+    one that served a single group stops that. The rows are the same dot products, so only the
+    summation order inside BLAS can differ. The result lives in a scratch array: the caller
+    consumes it before the next group lands.
     """
     wk = _wide_key(g)
     if wk is not None:
         key, c0, width, wide = wk
-        seen = ctx.mm_wide
-        if seen is None or seen[0] != key:
-            ctx.mm_wide = (key, None)
-        elif seen[1] is not None:
-            return seen[1][c0 : c0 + width]
+        held = ctx.mm_wide
+        if held is None or held.key != key:
+            if held is not None and held.full is not None:
+                ctx.mm_wide_sites[held.site] = held.uses > 1
+            site = _site(wide[0])
+            held = ctx.mm_wide = WideProduct(key, None, site)
+            go_wide = ctx.mm_wide_sites.get(site, False)
         else:
-            moving = _stack_k(ctx, "moving", [mv for _, mv in g.views], g.dst.size // g.rows)
-            # a transposed view of the K-major block: BLAS reads it as is, no [M, K] copy
-            full = np.matmul(_wide_stationary(ctx, key, wide).T, moving, out=_scratch(ctx, "wide", (wide[0]._shape[1], moving.shape[1])))
-            ctx.mm_wide = (key, full)
-            return full[c0 : c0 + width]
+            go_wide = True
+        if go_wide:
+            held.uses += 1
+            if held.full is None:
+                moving = _stack_k(ctx, "moving", [mv for _, mv in g.views], g.dst.size // g.rows)
+                # a transposed view of the K-major block: BLAS reads it as is, no [M, K] copy
+                held.full = np.matmul(_wide_stationary(ctx, key, wide).T, moving, out=_scratch(ctx, "wide", (wide[0]._shape[1], moving.shape[1])))
+            return held.full[c0 : c0 + width]
     moving = _stack_k(ctx, "moving", [mv for _, mv in g.views], g.dst.size // g.rows)
     stationary = _stack_k(ctx, "stationary", [st for st, _ in g.views], g.rows, transposed=True)
     return np.matmul(stationary, moving, out=_scratch(ctx, "product", (g.rows, moving.shape[1])))
@@ -297,8 +332,8 @@ def flush_matmul_group(ctx: KernelContext | None = None) -> None:
     dst = g.dst
     dst._a.pending = False
     prod = _product(ctx, g)
-    cur = dst._np() if dst._addr is None else None
-    if g.mode == "accumulate" and cur is not None and cur.dtype == np.float32:
+    cur = dst._np() if dst._addr is None and g.mode == "accumulate" else None  # (an overwrite must not read: no fill)
+    if cur is not None and cur.dtype == np.float32:
         np.add(cur, prod.reshape(cur.shape), out=cur)  # in place, no temporaries
         dst._a.version += 1
     elif g.mode == "overwrite":
