@@ -9,6 +9,7 @@ stores it with the destination dtype's rounding.
 from __future__ import annotations
 
 import enum
+import inspect
 import math
 from typing import Any
 
@@ -237,6 +238,11 @@ def tensor_copy(dst: Any, src: Any, engine: Any = engine.unknown, name: Any = No
         vals = dt.store_cast(vals, cast)
     close_psum_group(src)
     write(ctx, dst, _pf(vals, _p(src)).reshape(dst.shape))
+
+
+_copy_sig = inspect.signature(tensor_copy)
+# help() and the models' cheat sheet show the 0.3 signature; dtype= is only tolerated, for 0.2 kernels
+tensor_copy.__signature__ = _copy_sig.replace(parameters=[p for p in _copy_sig.parameters.values() if p.name != "dtype"])  # type: ignore[attr-defined]
 
 
 def memset(dst: Any, value: Any, engine: Any = engine.unknown, name: Any = None) -> None:
