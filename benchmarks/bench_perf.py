@@ -5,8 +5,8 @@
 1. Timing-only estimate of the fully optimized 4096×8192×8192 bf16 matmul (trn1): wall time
    (target ≤ 10 s) and peak RSS of the process that does it (target ≤ 300 MB), measured in a
    fresh subprocess so nothing else is counted.
-2. Overhead of tracing + timeline + profile on a functional run, in one process, medians of
-   several repetitions (target ≤ 25 %).
+2. Overhead of tracing + timeline + profile on a functional run, in one process: plain and
+   traced runs alternate, and the overhead is the median over those pairs (target ≤ 25 %).
 """
 
 from __future__ import annotations
@@ -41,7 +41,12 @@ def timing_only() -> dict[str, float]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def tracing_overhead(reps: int = 5) -> tuple[float, float]:
+def tracing_overhead(reps: int = 11) -> tuple[float, float, float]:
+    """Plain and traced+profiled runs, alternated so machine drift hits both alike.
+
+    Returns the medians of both and the median of the per-pair overheads (in %), the steadier
+    figure on a shared machine.
+    """
     sys.path.insert(0, str(ROOT))
     import numpy as np
 
@@ -56,6 +61,7 @@ def tracing_overhead(reps: int = 5) -> tuple[float, float]:
 
     lhsT = rng.standard_normal((1024, 1024)).astype(ml_dtypes.bfloat16)
     rhs = rng.standard_normal((1024, 2048)).astype(ml_dtypes.bfloat16)
+    emu.run_kernel(mm.matmul_block_free, (lhsT, rhs), target="trn2")  # warm-up: imports, caches, heap
     plain, traced = [], []
     for _ in range(reps):
         t = time.perf_counter()
@@ -66,19 +72,19 @@ def tracing_overhead(reps: int = 5) -> tuple[float, float]:
         emu.run_kernel(mm.matmul_block_free, (lhsT, rhs), target="trn2", trace=trace)
         profile_trace(trace)
         traced.append(time.perf_counter() - t)
-    return statistics.median(plain), statistics.median(traced)
+    pairs = [100 * (tr / pl - 1) for pl, tr in zip(plain, traced)]
+    return statistics.median(plain), statistics.median(traced), statistics.median(pairs)
 
 
 def main() -> None:
     r = timing_only()
-    plain, traced = tracing_overhead()
-    overhead = 100 * (traced / plain - 1)
+    plain, traced, overhead = tracing_overhead()
     rows = [
         ("timing-only 4096×8192×8192 fully optimized (trn1): wall", f"{r['wall_s']:.2f} s", "≤ 10 s", r["wall_s"] <= 10),
         ("  peak RSS of that process", f"{r['peak_mb']:.0f} MB (interpreter+imports {r['base_mb']:.0f} MB)", "≤ 300 MB", r["peak_mb"] <= 300),
         ("  estimate", f"{r['latency_ms']:.2f} ms ({int(r['instructions'])} instructions)", "measured 6.97 ms", True),
         ("functional 1024×1024×2048 block-free matmul: plain run", f"{plain:.3f} s", "", True),
-        ("  with trace + timeline + profile", f"{traced:.3f} s (+{overhead:.1f}%)", "≤ +25%", overhead <= 25),
+        ("  with trace + timeline + profile (median of alternated pairs)", f"{traced:.3f} s (+{overhead:.1f}%)", "≤ +25%", overhead <= 25),
     ]
     print("| measurement | value | target | ok |\n|---|---|---|---|")
     for name, value, target, ok in rows:
