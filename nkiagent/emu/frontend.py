@@ -201,8 +201,13 @@ def _outputs(value: Any) -> list[memory.Alloc]:
     return []
 
 
-def _unwrap(value: Any, to_torch: bool, compute: bool, where: str) -> Any:
-    """Host copies of the returned tensors; ``where`` (the kernel's ``file:line``) locates an unwritten output."""
+def _unwrap(value: Any, to_torch: bool, compute: bool, where: str, handed: set[int] | None = None) -> Any:
+    """Host arrays of the returned tensors; ``where`` (the kernel's ``file:line``) locates an unwritten output.
+
+    An output allocation seen whole is handed over as it is (nothing else holds it once the run
+    ends) instead of copied; inputs, views and a second mention of one output are copied.
+    """
+    handed = set() if handed is None else handed
     if isinstance(value, NkiTensor):
         a = value._a
         if not a.written:
@@ -211,14 +216,19 @@ def _unwrap(value: Any, to_torch: bool, compute: bool, where: str) -> Any:
             )
         if not compute:
             return ShapeSpec(tuple(value.shape), dt.dtype_name(value.dtype))
-        out = np.array(value._np(), copy=True)
+        whole = value._dtype == a.dtype and value._offset == 0 and value.size == a._buf.size and value.is_contiguous()
+        if whole and not a.is_input and a.uid not in handed:
+            handed.add(a.uid)
+            out = a.data.reshape(value._shape)
+        else:
+            out = np.array(value._np(), copy=True)
         if value.dtype == dt.tfloat32:
             out = out.astype(np.float32)
         return numpy_to_torch(out) if to_torch else out
     if isinstance(value, (tuple, list)):
-        return type(value)(_unwrap(v, to_torch, compute, where) for v in value)
+        return type(value)(_unwrap(v, to_torch, compute, where, handed) for v in value)
     if isinstance(value, dict):
-        return {k: _unwrap(v, to_torch, compute, where) for k, v in value.items()}
+        return {k: _unwrap(v, to_torch, compute, where, handed) for k, v in value.items()}
     return value
 
 

@@ -39,6 +39,7 @@ from .ops import (
     record,
     require_tensor,
     scalar_or_column,
+    mark_written,
     write,
 )
 from .tensor import NkiTensor
@@ -356,10 +357,39 @@ def tensor_tensor(dst: Any, data1: Any, data2: Any, op: Any, engine: Any = engin
     if not ctx.compute:
         return
     p = _p(d1)
-    res = alu.fn(_pf(_values(d1, alu.kind), p), _pf(_values(d2, alu.kind), p))
+    x, y = _pf(_values(d1, alu.kind), p), _pf(_values(d2, alu.kind), p)
+    out = _in_place(dst, p) if alu.fn in _IN_PLACE_UFUNCS else None
+    if out is not None:  # fp32 dst: compute straight into it (NumPy copies inputs that overlap it)
+        alu.fn(x, y, out=out)
+        close_psum_group(d1)
+        close_psum_group(d2)
+        mark_written(dst)
+        return
+    res = alu.fn(x, y)
     close_psum_group(d1)
     close_psum_group(d2)
     write(ctx, dst, res.reshape(dst.shape))
+
+
+#: Element-wise ops whose fp32 result NumPy can write into the destination itself.
+_IN_PLACE_UFUNCS = frozenset({np.add, np.subtract, np.multiply, np.maximum, np.minimum})
+
+
+def _in_place(dst: NkiTensor, p: int) -> np.ndarray | None:
+    """``dst``'s numbers as a writable ``(partitions, free)`` view when a result may go there directly.
+
+    Only for settled fp32 storage seen through a direct view of its own dtype, where the store
+    would be a plain copy; ``None`` when reshaping would need a copy (then it goes through ``write``).
+    """
+    a = dst._a
+    if dst._dtype != dt.float32 or a.dtype != dt.float32 or dst._addr is not None or a.fresh or a.pending:
+        return None
+    view = dst._np().view()
+    try:
+        view.shape = (p, -1)  # raises rather than copy
+    except AttributeError:
+        return None
+    return view
 
 
 _SCALAR_TS_OK = {("multiply", "add"), ("multiply", None), ("add", None)}

@@ -33,6 +33,7 @@ __all__ = [
     "check_compute_operand",
     "f32",
     "write",
+    "mark_written",
     "assign",
     "convert",
     "accumulate_into",
@@ -487,11 +488,21 @@ def f32(t: NkiTensor) -> np.ndarray:
 
 def write(ctx: KernelContext, t: NkiTensor, values: np.ndarray) -> None:
     """Store computed values into ``t`` with its dtype's rounding; updates PSUM/output bookkeeping."""
+    t._store(values)
+    _written(t)
+
+
+def mark_written(t: NkiTensor) -> None:
+    """The bookkeeping of a store an op made into ``t``'s memory itself (see ``isa._in_place``)."""
+    t._a.version += 1
+    _written(t)
+
+
+def _written(t: NkiTensor) -> None:
     a = t._a
     a.written = True
-    t._store(values)
     if a.acc_open is not None:
-        t._geom(a.acc_open)[...] = False
+        t._geom(a.acc_open)[...] = False  # a non-matmul write ends the PSUM accumulation group there
 
 
 def close_psum_group(t: NkiTensor) -> None:

@@ -661,3 +661,21 @@ def test_explicit_dtype_overrides_promotion() -> None:
     got = run(k, a, b)
     assert got.dtype == np.int32
     np.testing.assert_array_equal(got, np.full((4, 4), 3))
+
+
+def test_outputs_are_handed_over_without_aliasing_inputs_or_each_other() -> None:
+    """A whole output buffer is returned as is (no copy); a second mention of it and a returned input are copies."""
+    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=a)
+        return out, out, a
+
+    first, again, same_input = nki.simulate(k)(x)
+    for got in (first, again, same_input):
+        np.testing.assert_array_equal(got, x)
+    first[0, 0] = -1.0
+    same_input[0, 1] = -2.0
+    assert again[0, 0] == 0.0 and x[0, 1] == 1.0  # three independent arrays, the caller's input untouched
