@@ -90,7 +90,7 @@ def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
 class NkiTensor:
     """A view of an allocation. See the module docstring for what it refuses to do."""
 
-    __slots__ = ("_a", "_shape", "_strides", "_offset", "_dtype", "_addr", "_valid", "_npv", "_meta", "_ok", "_sp", "_rg", "_lg", "__weakref__")
+    __slots__ = ("_a", "_shape", "_strides", "_offset", "_dtype", "_addr", "_valid", "_npv", "_meta", "_ok", "_sp", "_rg", "_lg", "_vc", "__weakref__")
     __array_ufunc__ = None  # NumPy ufuncs on tiles raise TypeError: no free host compute.
     __array_priority__ = 1000
 
@@ -121,6 +121,7 @@ class NkiTensor:
         self._sp: tuple[int, int] | None = None
         self._rg: Region | None = None  # region() of a direct view (its geometry never changes)
         self._lg: Any = None  # 0.1 front-end facts: mask box of a result, index-grid dims, deferred bounds errors
+        self._vc: dict[tuple[Any, ...], NkiTensor] | None = None  # views of this one by simple index (_simple_view)
 
     @classmethod
     def _whole(cls, alloc: Alloc) -> NkiTensor:
@@ -393,6 +394,20 @@ class NkiTensor:
         ctx = _memory._CURRENT
         if ctx is not None and ctx.api == "0.1":
             return None
+        # Loops index the same tiles with the same indices again and again: hand back the view
+        # made before (views are immutable values), with everything cached on it — checks passed,
+        # trace records, NumPy window. Index items are turned into a hashable key on the way.
+        key = tuple([(slice, i.start, i.stop, i.step) if type(i) is slice else (DynSlice, i.start, i.size) if type(i) is DynSlice else i for i in index])
+        vc = self._vc
+        if vc is None:
+            vc = self._vc = {}
+        else:
+            try:
+                view = vc.get(key)
+            except TypeError:  # an unhashable index item (a list, an array …): the general path says what is wrong
+                return None
+            if view is not None:
+                return view
         a = self._a
         on_chip = a.on_chip
         offset = self._offset
@@ -437,7 +452,13 @@ class NkiTensor:
             if len(new_shape) > keep_min:
                 del new_shape[pos]
                 del new_strides[pos]
-        return NkiTensor(a, tuple(new_shape), tuple(new_strides), offset, self._dtype)
+        view = NkiTensor(a, tuple(new_shape), tuple(new_strides), offset, self._dtype)
+        if len(vc) < self._VIEWS_KEPT:
+            vc[key] = view  # hashable: every item passed the int / slice / nl.ds checks above
+        return view
+
+    #: Views remembered per tensor: a tile's loop indices, not every slice of a huge HBM tensor.
+    _VIEWS_KEPT = 1024
 
     def __getitem__(self, index: Any) -> NkiTensor:
         view = self._simple_view(index)

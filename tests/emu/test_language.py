@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from nkiagent import emu
+from nkiagent.emu.tensor import DynSlice
 from tests.emu.test_isa_core import _ACT_REF
 
 BF16 = ml_dtypes.bfloat16
@@ -679,3 +680,27 @@ def test_outputs_are_handed_over_without_aliasing_inputs_or_each_other() -> None
     first[0, 0] = -1.0
     same_input[0, 1] = -2.0
     assert again[0, 0] == 0.0 and x[0, 1] == 1.0  # three independent arrays, the caller's input untouched
+
+
+def test_repeated_indexing_reuses_views_but_still_rejects_bad_indices() -> None:
+    """Indexing a tile again with the same simple index returns the same immutable view; anything else still gets checked."""
+    seen: dict[str, Any] = {}
+
+    @nki.jit
+    def k(a):
+        t = nl.ndarray((128, 2, 64), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t[:, 0, :], src=a[:, 0:64])
+        seen["same"] = t[:, 0, nl.ds(0, 32)] is t[:, 0, nl.ds(0, 32)] and t[0:128, 1, 0:8] is t[0:128, 1, 0:8]
+        seen["distinct"] = t[:, 0, nl.ds(0, 32)] is not t[:, 0, 0:32]
+        try:
+            t[(DynSlice, 0, 32), 0]  # a tuple that looks like a remembered key is not an index
+        except emu.NkiTypeError as e:
+            seen["error"] = str(e)
+        out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t[:, 0, :])
+        return out
+
+    x = randn((128, 64), seed=5)
+    np.testing.assert_array_equal(nki.simulate(k)(x), x)
+    assert seen["same"] and seen["distinct"]
+    assert "invalid index" in seen["error"] and "err_invalid_index" in seen["error"]
