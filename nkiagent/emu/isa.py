@@ -687,17 +687,16 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: boo
         flush_matmul_group(ctx)
         group = None
     if group is None:
-        open_view = dst._geom(a.acc_open)
         mask = None
         if acc_mode is None:
-            open_mask = _pf(open_view, m)
-            mode = "accumulate" if open_mask.all() else "overwrite" if not open_mask.any() else "mask"
-            mask = open_mask.copy() if mode == "mask" else None
+            opened = a.acc_open.query(dst, m)
+            mode = "accumulate" if opened is True else "overwrite" if opened is False else "mask"
+            mask = opened if mode == "mask" else None
         else:
             mode = "accumulate" if acc_mode else "overwrite"
         group = MatmulGroup(dst, key, mode, mask, m)
         ctx.mm_group = group
-        open_view[...] = True  # later matmuls into this tile accumulate (auto-detect semantics)
+        a.acc_open.set(dst, True)  # later matmuls into this tile accumulate (auto-detect semantics)
     group.views.append((st, mv))
     a.written = True
     a.pending = True

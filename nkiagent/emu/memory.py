@@ -106,7 +106,7 @@ class Alloc:
         self.unit = 0  #: while fresh: elements per tracked unit of ``cover`` (0: nothing written yet)
         self.cover: np.ndarray | None = None  #: while fresh: which units direct stores have written
         self.address = 0
-        self.acc_open: np.ndarray | None = None
+        self.acc_open: AccOpen | None = None  #: PSUM only: where matmuls would accumulate
         self.written = False
         self.is_input = False
         self.rec: OnChipRecord | None = None
@@ -178,6 +178,44 @@ class Alloc:
             dt.fill_uninitialized(self._buf, self.dtype)
         elif not cover.all():
             self._buf.reshape(-1, self.unit)[~cover] = dt.uninitialized_value(self.dtype)
+
+
+class AccOpen:
+    """Which elements of a PSUM tile a matmul would accumulate onto: its open accumulation group.
+
+    Nearly always a whole tile opens (its first matmul) and closes (the copy out) at once, so
+    that is one flag; a per-element mask is made only once parts of the tile differ.
+    """
+
+    __slots__ = ("size", "state", "mask")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.state: bool | None = False  #: every element closed / open; None: see ``mask``
+        self.mask: np.ndarray | None = None
+
+    def set(self, view: Any, value: bool) -> None:
+        """Open (``True``) or close the elements ``view`` covers."""
+        if self.state is not None and self.state == value:
+            return
+        if view.covers_storage():
+            self.state, self.mask = value, None
+            return
+        if self.mask is None:
+            self.mask = np.full(self.size, bool(self.state), dtype=bool)
+            self.state = None
+        view._geom(self.mask)[...] = value
+
+    def query(self, view: Any, rows: int) -> bool | np.ndarray:
+        """``True`` / ``False`` when all of ``view`` is open / closed, else its ``(rows, -1)`` mask (a copy)."""
+        if self.state is not None:
+            return self.state
+        m = view._geom(self.mask).reshape(rows, -1)
+        if m.all():
+            return True
+        if not m.any():
+            return False
+        return m.copy()
 
 
 class OnChipRecord:
@@ -297,7 +335,7 @@ class KernelContext:
             alloc.rec = OnChipRecord(alloc, location, address is not None)
             self.onchip.append(alloc.rec)
             if mem == "psum" and self.compute:
-                alloc.acc_open = np.zeros(math.prod(shape), dtype=bool)
+                alloc.acc_open = AccOpen(math.prod(shape))
         elif mem == "shared_hbm":
             self.shared.append(alloc)
             self.shared_cursor = len(self.shared)

@@ -502,14 +502,14 @@ def _written(t: NkiTensor) -> None:
     a = t._a
     a.written = True
     if a.acc_open is not None:
-        t._geom(a.acc_open)[...] = False  # a non-matmul write ends the PSUM accumulation group there
+        a.acc_open.set(t, False)  # a non-matmul write ends the PSUM accumulation group there
 
 
 def close_psum_group(t: NkiTensor) -> None:
     """A non-matmul read of PSUM ends the accumulation group there: the next matmul overwrites."""
     a = t._a
     if a.acc_open is not None and t._addr is None:
-        t._geom(a.acc_open)[...] = False
+        a.acc_open.set(t, False)
 
 
 def scalar_or_column(op: str, role: str, value: Any, data: NkiTensor, fp32_only: bool = True) -> np.ndarray | float:

@@ -286,6 +286,10 @@ class NkiTensor:
             return 0
         return self._span()[0] // self._bpp_elems()
 
+    def covers_storage(self) -> bool:
+        """True when this direct view is every element of its storage, once each, in order."""
+        return self._addr is None and self._offset == 0 and self.size == self._storage_elems() and self.is_contiguous()
+
     def is_contiguous(self) -> bool:
         """True when the view is a dense row-major block (``NkiTensor.is_contiguous``)."""
         if self._strides is None:
@@ -347,7 +351,7 @@ class NkiTensor:
         a = self._a
         a.version += 1
         if a.fresh and self._addr is None:
-            if self._offset == 0 and self.size == self._storage_elems() and self.is_contiguous():
+            if self.covers_storage():
                 a.overwrite_all()  # this store covers every element: filling them first would be wasted
             elif self._dtype == a.dtype:
                 a.note_store(self._offset, self._shape, self._strides)  # the fill waits for the first read

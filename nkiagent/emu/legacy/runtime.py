@@ -490,7 +490,7 @@ def retarget(ctx: KernelContext, src: NkiTensor, dst: NkiTensor, accumulate: boo
             vals = vals.astype(np.float32)
         _ops.write(ctx, dst, np.reshape(vals, dst.shape))
         if op == "nc_matmul" and da.acc_open is not None:
-            dst._geom(da.acc_open)[...] = True  # still a matmul result: later matmuls may accumulate onto it
+            da.acc_open.set(dst, True)  # still a matmul result: later matmuls may accumulate onto it
     da.written = True
     if da.rec is not None:
         if da.rec.first < 0:
