@@ -111,7 +111,7 @@ def _facts(t: NkiTensor) -> tuple[Any, ...]:
             dt.dtype_name(t._dtype),
             parts,
             size // max(parts, 1),
-            size * dt.storage_dtype(t._dtype).itemsize,
+            size * t._dtype.itemsize,
             strides,
             bool(strides) and (strides[-1] == 1 or shape[-1] == 1),
         )

@@ -207,7 +207,7 @@ class NkiTensor:
         return (a.bytes_pp // self._dtype_itemsize()) if a.on_chip else 0
 
     def _dtype_itemsize(self) -> int:
-        return dt.storage_dtype(self._dtype).itemsize
+        return self._dtype.itemsize  # = its storage dtype's: tfloat32 (V4) is kept in float32
 
     def _storage_elems(self) -> int:
         return self._a.partitions * self._a.bytes_pp // self._dtype_itemsize()
@@ -228,7 +228,7 @@ class NkiTensor:
                 return 0, -1
             return int(sel.min()), int(sel.max())
         lo = hi = self._offset
-        if any(n == 0 for n in self._shape):
+        if 0 in self._shape:
             return self._offset, self._offset - 1
         for n, s in zip(self._shape, self._strides):
             if s >= 0:
