@@ -81,19 +81,20 @@ def build_profile(
     """Summarize ``timeline`` of ``trace`` on ``spec`` into a :class:`Profile` with advice."""
     lat_ns = max(timeline.latency_ns, 1e-9)
     counts: dict[str, int] = defaultdict(int)
-    for c in timeline.costs:
+    every = timeline.all_costs  # with the DMAs spill code adds, which move real bytes
+    for c in every:
         counts[c.engine] += 1
     engines = {}
     for eng, busy in timeline.busy_ns.items():
         if eng == "sync" and not counts.get(eng):
             continue
         if eng == "dma":  # queue-time spread over all queues: the time a full-width DMA engine would be busy
-            busy = sum(c.busy_ns * c.queues for c in timeline.costs if c.engine == "dma") / spec.dma_queues
+            busy = sum(c.busy_ns * c.queues for c in every if c.engine == "dma") / spec.dma_queues
         engines[ENGINE_LABELS[eng]] = EngineStat(round(busy / 1e3, 3), round(min(100.0 * busy / lat_ns, 100.0), 2), counts.get(eng, 0))
-    flops = sum(c.flops for c in timeline.costs)
-    hbm_r = sum(c.hbm_read for c in timeline.costs)
-    hbm_w = sum(c.hbm_write for c in timeline.costs)
-    chunks = [c.chunk for c in timeline.costs if c.engine == "dma" and c.chunk is not None]
+    flops = sum(c.flops for c in every)
+    hbm_r = sum(c.hbm_read for c in every)
+    hbm_w = sum(c.hbm_write for c in every)
+    chunks = [c.chunk for c in every if c.engine == "dma" and c.chunk is not None]
     peak = spec.pe_flops_per_ns
     hfu = 100.0 * flops / (lat_ns * peak) if flops else 0.0
     mfu = 100.0 * (task_flops if task_flops is not None else flops) / (lat_ns * peak) if (task_flops or flops) else 0.0
@@ -219,6 +220,14 @@ def _advice(trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile) ->
         spilled = sum(c.hbm_write for i, c in dma if any(a.region.alloc in spill_uids for a in i.writes))
         if spilled:
             out.append(f"spills: {spilled / 2**20:.2f} MiB written to scratch HBM tensors and read back; fuse ops to keep intermediates in SBUF (Opt #2)")
+    spill_traffic = sum(c.hbm_read + c.hbm_write for c in timeline.spill_costs)
+    if spill_traffic:
+        tiles = sum(1 for rec in allocs.values() if rec.get("spilled"))
+        spill_time = sum(c.busy_ns for c in timeline.spill_costs)
+        out.append(
+            f"spills: {tiles} tile(s) exceed SBUF/PSUM and live in HBM; spill code moves {spill_traffic / 2**20:.2f} MiB in "
+            f"{len(timeline.spill_costs)} DMAs ({spill_time / 1e3:.1f} µs of queue time); free or shrink tiles so they fit on chip (Opt #2)"
+        )
     if p.bottleneck.startswith("latency"):
         out.append("latency-bound: no engine is busy more than half the time; double-buffer (allocate tiles inside loops) so iterations overlap, and avoid chains of tiny dependent ops")
     if p.below_speed_of_light:

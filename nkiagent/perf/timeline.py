@@ -14,7 +14,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..emu.trace import Access, Trace, collector_paused
+from ..emu.trace import Access, Instruction, Trace, collector_paused
 from .cost import Cost, instruction_cost
 from .specs import HardwareSpec
 
@@ -44,7 +44,13 @@ class Timeline:
     events: list[Event]
     latency_ns: float
     busy_ns: dict[str, float]
-    costs: list[Cost] = field(repr=False, default_factory=list)
+    costs: list[Cost] = field(repr=False, default_factory=list)  #: one per trace instruction, in order
+    spill_costs: list[Cost] = field(repr=False, default_factory=list)  #: the DMAs spill code adds (0.1 kernels past capacity)
+
+    @property
+    def all_costs(self) -> list[Cost]:
+        """Every scheduled cost: the trace's instructions and the spill DMAs (for totals)."""
+        return self.costs + self.spill_costs if self.spill_costs else self.costs
 
 
 class _Space:
@@ -202,6 +208,15 @@ class _Lane:
             del self.ends[:drop]
 
 
+def _spill_dma(ins: Instruction, a: Access, load: bool) -> Instruction:
+    """The DMA that spill code adds around ``ins`` for its access ``a`` to a spilled tile: a reload
+    from the tile's HBM home before a read, a store back after a write."""
+    chip = a._replace(role="dst" if load else "src")
+    home = a._replace(role="src" if load else "dst", memory="hbm", partitions=1)
+    reads, writes = ((home,), (chip,)) if load else ((chip,), (home,))
+    return Instruction(ins.seq, "spill_load" if load else "spill_store", "dma", reads, writes, ins.location, ins.program_id, ins.loops, {})
+
+
 def _physical(a: Access, allocs: dict[int, dict[str, Any]]) -> tuple[Any, tuple[int, int, int, int]]:
     r = a.region
     if a.memory in ("sbuf", "psum"):
@@ -254,7 +269,9 @@ def _schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
             out.append(f)
         return out
 
-    for ins in trace.instructions:
+    def place(ins: Instruction) -> Cost:
+        """Schedule one instruction after its dependences; returns its cost."""
+        nonlocal latency, lockstep, queues
         rf, wf = facts(ins.reads), facts(ins.writes)
         # loops repeat an instruction on other addresses: its cost depends on everything but the regions
         key = (ins.op, ins.engine, tuple([f[0] for f in rf]), tuple([f[0] for f in wf]), tuple(ins.attrs.items()))
@@ -266,7 +283,6 @@ def _schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
             cost = instruction_cost(ins, spec)
             if key is not None:
                 known[key] = cost
-        costs.append(cost)
         ready = signalled = 0.0
         for accesses, write in ((rf, False), (wf, True)):
             for _, sp, key, granules in accesses:
@@ -310,4 +326,20 @@ def _schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
         if end > latency:
             latency = end
         events.append(Event(ins.seq, ins.op, cost.engine, start, dur, end, used, ins.location))
-    return Timeline(events, latency, busy, costs)
+        return cost
+
+    # 0.1 kernels' tiles past SBUF/PSUM capacity live in HBM (emu.memory finish): each compute
+    # instruction touching one pays a DMA reload before and a DMA store after, as spill code would
+    spilled = {uid for uid, rec in allocs.items() if rec.get("spilled")}
+    spills: list[Cost] = []
+    added: list[Instruction] = []  # kept alive: facts() knows records by id()
+    for ins in trace.instructions:
+        if spilled and ins.engine != "dma" and any(a.region.alloc in spilled for a in ins.reads + ins.writes):
+            added.extend(_spill_dma(ins, a, load=True) for a in ins.reads if a.region.alloc in spilled)
+            spills.extend(place(dma) for dma in added[len(spills):])
+            costs.append(place(ins))
+            added.extend(_spill_dma(ins, a, load=False) for a in ins.writes if a.region.alloc in spilled)
+            spills.extend(place(dma) for dma in added[len(spills):])
+        else:
+            costs.append(place(ins))
+    return Timeline(events, latency, busy, costs, spills)

@@ -190,3 +190,40 @@ def test_chrome_trace_has_a_track_per_engine_and_dma_queue() -> None:
     spans = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
     assert {e["name"] for e in spans} == {"dma_copy", "activation"}
     assert doc["otherData"]["timing_source"] == "emulator-estimate"
+
+
+def test_spilled_tiles_of_01_kernels_pay_spill_dmas_and_the_advice_says_so() -> None:
+    """A 0.1 kernel whose PSUM tiles do not fit keeps 8 of them in HBM: every matmul writing one is followed
+    by a store and every copy reading one preceded by a reload, which the timeline charges and the profile reports."""
+    import copy
+
+    from tests.emu.legacy.test_semantics import attention_psum_blocks
+
+    rng = np.random.default_rng(0)
+    q, k = rng.standard_normal((128, 1024)).astype(np.float32), rng.standard_normal((128, 1024)).astype(np.float32)
+    trace = emu.Trace()
+    with pytest.warns(emu.NkiWarning, match="PSUM overflow"):
+        emu.run_kernel(attention_psum_blocks, (q, k), target="trn2", trace=trace, api="0.1")
+    spilled = {a["uid"] for a in trace.allocations if a.get("spilled")}
+    assert len(spilled) == 8
+    prof, tl = profile_trace(trace)
+    stores = [e for e in tl.events if e.op == "spill_store"]
+    loads = [e for e in tl.events if e.op == "spill_load"]
+    assert len(stores) == sum(1 for i in trace if i.op == "nc_matmul" and i.writes[0].region.alloc in spilled) == 8
+    assert len(loads) == sum(1 for i in trace if i.engine != "dma" and any(a.region.alloc in spilled for a in i.reads)) == 8
+    assert len(tl.costs) == len(trace) and len(tl.spill_costs) == 16  # per-instruction costs stay aligned with the trace
+    by_seq = {e.seq: e for e in tl.events if e.op not in ("spill_store", "spill_load")}
+    for e in stores:
+        assert e.start_ns >= by_seq[e.seq].end_ns  # a store follows the matmul that wrote the tile
+    for e in loads:
+        assert by_seq[e.seq].start_ns >= e.end_ns  # the reading copy waits for its reload
+    moved = sum(c.hbm_read + c.hbm_write for c in tl.spill_costs)
+    assert moved == 16 * 128 * 512 * 4
+    unspilled = copy.deepcopy(trace)
+    for a in unspilled.allocations:
+        a.pop("spilled", None)
+    plain, _ = profile_trace(unspilled)
+    assert prof.latency_us > plain.latency_us
+    assert prof.hbm_read_bytes + prof.hbm_write_bytes == plain.hbm_read_bytes + plain.hbm_write_bytes + moved
+    assert any(line.startswith("spills: 8 tile(s) exceed SBUF/PSUM and live in HBM; spill code moves 4.00 MiB in 16 DMAs") for line in prof.advice)
+    assert not any(line.startswith("spills:") for line in plain.advice)
