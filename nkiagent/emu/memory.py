@@ -302,7 +302,7 @@ class KernelContext:
         mem = buffer.name
         if any((not isinstance(s, (int, np.integer))) or s < 0 for s in shape):
             raise NkiTypeError("err_invalid_shape", f"tensor shape {list(shape)} must be non-negative integers")
-        if any(s == 0 for s in shape):
+        if 0 in shape:
             raise NkiValidationError("err_invalid_shape", f"tensor `{name or 'tensor'}` of shape {list(shape)} has a zero-size dimension")
         shape = tuple(int(s) for s in shape)
         if mem in ("sbuf", "psum"):

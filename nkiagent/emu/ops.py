@@ -376,7 +376,7 @@ def check_memory(op: str, role: str, t: NkiTensor, allowed: frozenset[str]) -> N
 
 def check_partitions(ctx: KernelContext, op: str, role: str, t: NkiTensor, start_rule: bool = True) -> None:
     """Non-empty, partition dim ≤ pmax, and for compute engines (``start_rule``) dim 0 steps partitions and starts legally."""
-    if any(n == 0 for n in t._shape):
+    if 0 in t._shape:
         raise NkiValidationError("err_empty_access", f"{op} {role}[{', '.join(map(str, t._shape))}] selects no elements")
     if not t._a.on_chip:
         return
