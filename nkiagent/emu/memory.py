@@ -61,6 +61,7 @@ class Alloc:
         "uid",
         "name",
         "memory",
+        "on_chip",
         "dtype",
         "shape",
         "pdim",
@@ -88,6 +89,7 @@ class Alloc:
         self.name = name
         self.metas: dict[tuple[Any, ...], Any] = {}  #: facts about views of this storage, by geometry (ops._access, ops.check_compute_operand)
         self.memory = memory
+        self.on_chip = memory in ("sbuf", "psum")  #: SBUF or PSUM (a plain attribute: read on every view and access)
         self.dtype = dtype
         self.shape = shape
         self.pdim = pdim
@@ -113,10 +115,6 @@ class Alloc:
         self.version = 0  #: bumped on every store, so derived caches know they are stale
         self.f32c: tuple[int, np.ndarray] | None = None  #: (version, fp32 copy of the storage) for low-precision SBUF
         self.pending = False  #: a deferred matmul group still has to land in this PSUM tensor (see ops.MatmulGroup)
-
-    @property
-    def on_chip(self) -> bool:
-        return self.memory in ("sbuf", "psum")
 
     @property
     def data(self) -> np.ndarray | None:

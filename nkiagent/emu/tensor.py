@@ -251,11 +251,12 @@ class NkiTensor:
         return rg
 
     def _region(self) -> Region:
-        isz = self._dtype_itemsize()
-        lo, hi = self._span()
         a = self._a
+        isz = self._dtype.itemsize
+        sp = self._sp
+        lo, hi = sp if sp is not None and self._valid is None else self._span()
         if a.on_chip:
-            row = self._bpp_elems()
+            row = a.bytes_pp // isz
         else:
             last = a.shape[-1] if a.shape else 1
             row = max(1, last * a.itemsize // isz)
@@ -265,19 +266,19 @@ class NkiTensor:
         if p_lo == p_hi or self._addr is not None:
             f_lo, f_hi = (lo % row, hi % row + 1) if p_lo == p_hi else (0, row)
         else:
-            f_lo, f_hi = self._offset % row, self._offset % row + 1
-            clean = True
+            f_lo = f_hi = self._offset % row
+            f_hi += 1
             for n, s in zip(self._shape, self._strides):
                 if n <= 1 or s % row == 0:
                     continue
                 if abs(s) * (n - 1) >= row:
-                    clean = False
+                    f_lo, f_hi = 0, row
                     break
                 if s > 0:
                     f_hi += s * (n - 1)
                 else:
                     f_lo += s * (n - 1)
-            if not clean or f_lo < 0 or f_hi > row:
+            if f_lo < 0 or f_hi > row:
                 f_lo, f_hi = 0, row
         return Region(a.uid, p_lo, p_hi, f_lo * isz, f_hi * isz)
 
