@@ -227,15 +227,19 @@ class _Range:
         if ctx is None:
             yield from self.rng
             return
-        frame = [ctx.next_loop, self.kind, 0]
+        uid, kind = ctx.next_loop, self.kind
+        frame = [uid, kind, 0]
         ctx.next_loop += 1
         ctx.loops.append(frame)
+        outer = ctx.loops_now  # (the enclosing loops stay put while this one runs)
         try:
             for i in self.rng:
                 frame[2] = i
+                ctx.loops_now = (*outer, (uid, kind, i))
                 yield i
         finally:
             ctx.loops.remove(frame)
+            ctx.loops_now = outer
 
 
 def affine_range(start: Any, stop: Any = None, step: Any = 1, **kwargs: Any) -> _Range:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -281,6 +279,8 @@ class KernelContext:
         self.mm_wide_st: Any = None  #: (stationary key, its stacked fp32 block): see ops._wide_stationary
         self.mm_scratch: dict[str, np.ndarray] = {}  #: reusable fp32 work arrays of matmul groups (ops._scratch)
         self.loops: list[list[Any]] = []  # [uid, kind, iteration]
+        #: the same as tuples, kept current by the loop iterators: what each trace record copies
+        self.loops_now: tuple[tuple[int, str, int], ...] = ()
         self.next_loop = 1
         self.shared: list[Alloc] = []  # shared_hbm allocations, in creation order, for SPMD sharing
         self.shared_cursor = 0
@@ -470,13 +470,3 @@ class KernelContext:
             cand = -(-clash[1] // step) * step
         return None
 
-    # -- loops and instructions ---------------------------------------------------------------
-    @contextmanager
-    def loop(self, kind: str) -> Iterator[list[Any]]:
-        frame = [self.next_loop, kind, 0]
-        self.next_loop += 1
-        self.loops.append(frame)
-        try:
-            yield frame
-        finally:
-            self.loops.remove(frame)

@@ -162,7 +162,7 @@ def record(
                 tuple([_access(r, t) for r, t in writes]),
                 kernel_location(sys._getframe(1)),
                 ctx.program_id,
-                tuple([(l[0], l[1], l[2]) for l in ctx.loops]),
+                ctx.loops_now,
                 attrs,
             )
         )

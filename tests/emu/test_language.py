@@ -704,3 +704,30 @@ def test_repeated_indexing_reuses_views_but_still_rejects_bad_indices() -> None:
     np.testing.assert_array_equal(nki.simulate(k)(x), x)
     assert seen["same"] and seen["distinct"]
     assert "invalid index" in seen["error"] and "err_invalid_index" in seen["error"]
+
+
+def test_trace_records_name_their_enclosing_loop_iterations_even_after_a_break() -> None:
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(2):
+            for j in nl.sequential_range(3):
+                t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+                nisa.dma_copy(dst=t, src=a[:, 0:64])
+                if j == 1:
+                    break
+            nisa.dma_copy(dst=out[:, 0:64], src=t)
+        nisa.dma_copy(dst=out[:, 64:128], src=a[:, 64:128])
+        return out
+
+    trace = emu.Trace()
+    emu.run_kernel(k, (np.ones((128, 128), np.float32),), trace=trace)
+    assert [ins.loops for ins in trace] == [
+        ((1, "affine", 0), (2, "sequential", 0)),
+        ((1, "affine", 0), (2, "sequential", 1)),
+        ((1, "affine", 0),),
+        ((1, "affine", 1), (3, "sequential", 0)),
+        ((1, "affine", 1), (3, "sequential", 1)),
+        ((1, "affine", 1),),
+        (),
+    ]
