@@ -216,8 +216,7 @@ def _unwrap(value: Any, to_torch: bool, compute: bool, where: str, handed: set[i
             )
         if not compute:
             return ShapeSpec(tuple(value.shape), dt.dtype_name(value.dtype))
-        whole = value._dtype == a.dtype and value._offset == 0 and value.size == a._buf.size and value.is_contiguous()
-        if whole and not a.is_input and a.uid not in handed:
+        if value._dtype == a.dtype and value.covers_storage() and not a.is_input and a.uid not in handed:
             handed.add(a.uid)
             out = a.data.reshape(value._shape)
         else:

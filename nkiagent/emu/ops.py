@@ -91,14 +91,14 @@ def _access(role: str, t: NkiTensor) -> Access:
 
 
 #: What an access record says about a view's geometry (all but its role and region), by
-#: (memory, on chip, shape, strides, dtype): loops touch the same shapes at many offsets.
+#: (memory, shape, strides, dtype): loops touch the same shapes at many offsets.
 _GEOMETRY: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
 
 def _facts(t: NkiTensor) -> tuple[Any, ...]:
     """Everything :class:`Access` records about a view except its role."""
     a = t._a
-    gkey = (a.memory, a.on_chip, t._shape, t._strides, t._dtype)
+    gkey = (a.memory, t._shape, t._strides, t._dtype)
     geo = _GEOMETRY.get(gkey)
     if geo is None:
         shape = t._shape
@@ -254,6 +254,11 @@ def _stack_k(ctx: KernelContext, name: str, views: Iterable[NkiTensor], cols: in
     return out
 
 
+def _stacked_moving(ctx: KernelContext, g: MatmulGroup) -> np.ndarray:
+    """The group's moving operands stacked along K: ``[K, N]`` fp32."""
+    return _stack_k(ctx, "moving", [mv for _, mv in g.views], g.dst.size // g.rows)
+
+
 def _wide_stationary(ctx: KernelContext, key: tuple[Any, ...], wide: list[NkiTensor]) -> np.ndarray:
     """The widened stationary block, K-major fp32; kept while the next wide product has the same one.
 
@@ -314,11 +319,11 @@ def _product(ctx: KernelContext, g: MatmulGroup) -> np.ndarray:
         if go_wide:
             held.uses += 1
             if held.full is None:
-                moving = _stack_k(ctx, "moving", [mv for _, mv in g.views], g.dst.size // g.rows)
+                moving = _stacked_moving(ctx, g)
                 # a transposed view of the K-major block: BLAS reads it as is, no [M, K] copy
                 held.full = np.matmul(_wide_stationary(ctx, key, wide).T, moving, out=_scratch(ctx, "wide", (wide[0]._shape[1], moving.shape[1])))
             return held.full[c0 : c0 + width]
-    moving = _stack_k(ctx, "moving", [mv for _, mv in g.views], g.dst.size // g.rows)
+    moving = _stacked_moving(ctx, g)
     stationary = _stack_k(ctx, "stationary", [st for st, _ in g.views], g.rows, transposed=True)
     return np.matmul(stationary, moving, out=_scratch(ctx, "product", (g.rows, moving.shape[1])))
 
