@@ -137,8 +137,8 @@ class Alloc:
         self.fresh = False
         self.cover = None
 
-    def note_store(self, offset: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
-        """The storage for a direct store of this geometry (in storage elements), keeping the fill deferred.
+    def note_store(self, offset: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> None:
+        """Record a direct store of this geometry (in storage elements), keeping the fill deferred.
 
         Tiles are commonly filled by several slice writes (a DMA per row block or column
         stripe) before anything reads them. While every store covers whole units of ``unit``
@@ -146,22 +146,21 @@ class Alloc:
         written, and the first read fills only the rest; a store that does not fit settles now.
         """
         if not self.fresh:
-            return self._buf
+            return
         last = shape[-1] if shape else 1
         g = self.unit
         if g == 0:
             g = math.gcd(last, offset, self._buf.size, *strides[:-1])
             if g < self.MIN_UNIT:
                 self.settle()
-                return self._buf
+                return
             self.unit = g
             self.cover = np.zeros(self._buf.size // g, dtype=bool)
         if (shape and strides[-1] != 1) or last % g or offset % g or any(s % g for s in strides[:-1]):
             self.settle()
-            return self._buf
+            return
         units = np.ndarray(shape[:-1] + (last // g,), bool, buffer=self.cover, offset=offset // g, strides=tuple(s // g for s in strides[:-1]) + (1,))
         units[...] = True
-        return self._buf
 
     #: Smallest tracked unit, in elements: finer stores settle at once (the bitmap would cost as much as the fill).
     MIN_UNIT = 32

@@ -350,6 +350,8 @@ class NkiTensor:
         """Write ``values`` (any float/int array broadcastable to the view) with storage rounding."""
         vals = values if (type(values) is np.ndarray and values.dtype == self._dtype) else dt.store_cast(np.asarray(values), self._dtype)
         a = self._a
+        if a.pending:
+            flush_hook()  # a deferred matmul group lands first, as for any access
         a.version += 1
         if a.fresh and self._addr is None:
             if self.covers_storage():
