@@ -21,6 +21,7 @@ from .errors import NkiOutOfBoundsError, NkiTypeError, NkiValidationError, warn
 from .memory import current
 from .ops import (
     ANY,
+    CHECKED_GEOMETRIES_MAX,
     MatmulGroup,
     flush_matmul_group,
     HBM,
@@ -634,47 +635,29 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: boo
     """
     ctx = current()
     opn = "nc_matmul"
-    t = ctx.target
     st = check_compute_operand(ctx, opn, "stationary", stationary, "tensor")
     mv = check_compute_operand(ctx, opn, "moving", moving, "tensor")
     dst = require_tensor(opn, "dst", dst)
     if dst._a.memory != "psum":
         raise NkiValidationError("err_matmul_dst_not_psum", "Matmult dst tensor is not psum: nc_matmul must write its result to a PSUM tensor")
     check_compute_operand(ctx, opn, "dst", dst, "tensor", ON_CHIP)
-    k, km, pd = _p(st), _p(mv), _p(dst)
-    m, n = st.size // max(k, 1), mv.size // max(km, 1)
-    if km != k:
-        raise NkiValidationError("err_matmul_contraction", f"nc_matmul stationary and moving contraction (partition) sizes differ: {k} vs {km}")
-    if m > t.gemm_stationary_fmax:
-        raise NkiValidationError("err_matmul_stationary_size", f"nc_matmul stationary free size {m} exceeds maximum {t.gemm_stationary_fmax} (gemm_stationary_fmax)")
-    dst_bf16 = dst.dtype == dt.bfloat16
-    nmax = t.matmul_moving_max_bf16 if dst_bf16 else t.matmul_moving_max_fp32
-    if n > nmax:
-        raise NkiValidationError("err_matmul_moving_size", f"nc_matmul moving free size {n} exceeds maximum {nmax} on {t.name} (gemm_moving_fmax)")
-    if pd != m or dst.size // max(pd, 1) != n:
-        raise NkiValidationError("err_matmul_dst_shape", f"nc_matmul dst{list(dst.shape)} must be [{m}, {n}] for stationary{list(st.shape)} and moving{list(mv.shape)}")
-    if dst.dtype != dt.float32 and not (t.matmul_bf16_dst and dst_bf16):
-        raise NkiValidationError("err_matmul_dst_dtype", f"nc_matmul dst dtype must be float32 on gen{t.nc_version}, got {dt.dtype_name(dst.dtype)}")
-    if (st.dtype in _FP32_LIKE) != (mv.dtype in _FP32_LIKE):
-        raise NkiValidationError(
-            "err_matmul_dtype_mix", f"nc_matmul fp32/tf32 operands must pair with fp32/tf32: stationary {dt.dtype_name(st.dtype)}, moving {dt.dtype_name(mv.dtype)}"
-        )
-    if {st.dtype, mv.dtype} == {dt.float8_e4m3, dt.float8_e4m3fn}:
-        raise NkiValidationError("err_matmul_dtype_mix", "nc_matmul cannot mix float8_e4m3 and float8_e4m3fn operands")
-    if is_transpose and t.nc_version < 3:
-        raise NkiValidationError("err_matmul_transpose_gen", "nc_matmul is_transpose=True needs trn2 or later")
-    reg = dst.region()
-    if t.nc_version < 4 and reg.b_lo // t.psum_bank_bytes != (reg.b_hi - 1) // t.psum_bank_bytes:
-        raise _bank_error(dst, reg, t)
     if tile_position or tile_size:
-        if len(tuple(tile_position)) != 2 or len(tuple(tile_size)) != 2:
-            raise NkiValidationError("err_matmul_tiling", "nc_matmul tile_position and tile_size must both be given as (row, col) pairs")
-        if any(int(v) % 32 for v in tuple(tile_position) + tuple(tile_size)):
-            raise NkiValidationError("err_matmul_tiling", f"nc_matmul tile_position {tuple(tile_position)} and tile_size {tuple(tile_size)} must be multiples of 32")
+        k, m, n, fp32 = _check_matmul(ctx.target, st, mv, dst, bool(is_transpose), (tuple(tile_position), tuple(tile_size)))
+    else:
+        # The rules depend only on the three operand geometries (numbered by the operand checks
+        # they passed) and the target: a kernel's inner loop repeats a few combinations.
+        combo = (st._ok.serial, mv._ok.serial, dst._ok.serial, bool(is_transpose))
+        checked = ctx.matmuls_checked
+        facts = checked.get(combo)
+        if facts is None:
+            facts = _check_matmul(ctx.target, st, mv, dst, bool(is_transpose), None)
+            if len(checked) < CHECKED_GEOMETRIES_MAX:
+                checked[combo] = facts
+        k, m, n, fp32 = facts
     acc_mode = None if accumulate is None else bool(accumulate)
     was_written = dst._a.written
     record(ctx, opn, "tensor", [("stationary", st), ("moving", mv)], [("dst", dst)], K=k, M=m, N=n,
-           fp32=st.dtype in _FP32_LIKE, onezero=bool(is_stationary_onezero or is_moving_onezero), accumulate=acc_mode,
+           fp32=fp32, onezero=bool(is_stationary_onezero or is_moving_onezero), accumulate=acc_mode,
            tile_size=tuple(tile_size) if tile_size else None)
     if not ctx.compute:
         return
@@ -700,6 +683,44 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: boo
     group.views.append((st, mv))
     a.written = True
     a.pending = True
+
+
+def _check_matmul(t: Any, st: NkiTensor, mv: NkiTensor, dst: NkiTensor, is_transpose: bool,
+                  tiling: tuple[tuple[Any, ...], tuple[Any, ...]] | None) -> tuple[int, int, int, bool]:
+    """``nc_matmul``'s shape, dtype, bank and tiling rules; ``(K, M, N, fp32 operands)`` when they hold."""
+    k, km, pd = _p(st), _p(mv), _p(dst)
+    m, n = st.size // max(k, 1), mv.size // max(km, 1)
+    if km != k:
+        raise NkiValidationError("err_matmul_contraction", f"nc_matmul stationary and moving contraction (partition) sizes differ: {k} vs {km}")
+    if m > t.gemm_stationary_fmax:
+        raise NkiValidationError("err_matmul_stationary_size", f"nc_matmul stationary free size {m} exceeds maximum {t.gemm_stationary_fmax} (gemm_stationary_fmax)")
+    dst_bf16 = dst.dtype == dt.bfloat16
+    nmax = t.matmul_moving_max_bf16 if dst_bf16 else t.matmul_moving_max_fp32
+    if n > nmax:
+        raise NkiValidationError("err_matmul_moving_size", f"nc_matmul moving free size {n} exceeds maximum {nmax} on {t.name} (gemm_moving_fmax)")
+    if pd != m or dst.size // max(pd, 1) != n:
+        raise NkiValidationError("err_matmul_dst_shape", f"nc_matmul dst{list(dst.shape)} must be [{m}, {n}] for stationary{list(st.shape)} and moving{list(mv.shape)}")
+    if dst.dtype != dt.float32 and not (t.matmul_bf16_dst and dst_bf16):
+        raise NkiValidationError("err_matmul_dst_dtype", f"nc_matmul dst dtype must be float32 on gen{t.nc_version}, got {dt.dtype_name(dst.dtype)}")
+    fp32 = st.dtype in _FP32_LIKE
+    if fp32 != (mv.dtype in _FP32_LIKE):
+        raise NkiValidationError(
+            "err_matmul_dtype_mix", f"nc_matmul fp32/tf32 operands must pair with fp32/tf32: stationary {dt.dtype_name(st.dtype)}, moving {dt.dtype_name(mv.dtype)}"
+        )
+    if {st.dtype, mv.dtype} == {dt.float8_e4m3, dt.float8_e4m3fn}:
+        raise NkiValidationError("err_matmul_dtype_mix", "nc_matmul cannot mix float8_e4m3 and float8_e4m3fn operands")
+    if is_transpose and t.nc_version < 3:
+        raise NkiValidationError("err_matmul_transpose_gen", "nc_matmul is_transpose=True needs trn2 or later")
+    reg = dst.region()
+    if t.nc_version < 4 and reg.b_lo // t.psum_bank_bytes != (reg.b_hi - 1) // t.psum_bank_bytes:
+        raise _bank_error(dst, reg, t)
+    if tiling is not None:
+        tile_position, tile_size = tiling
+        if len(tile_position) != 2 or len(tile_size) != 2:
+            raise NkiValidationError("err_matmul_tiling", "nc_matmul tile_position and tile_size must both be given as (row, col) pairs")
+        if any(int(v) % 32 for v in tile_position + tile_size):
+            raise NkiValidationError("err_matmul_tiling", f"nc_matmul tile_position {tile_position} and tile_size {tile_size} must be multiples of 32")
+    return k, m, n, fp32
 
 
 def _bank_error(dst: NkiTensor, reg: Any, t: Any) -> Exception:

@@ -85,7 +85,7 @@ class Alloc:
     def __init__(self, uid: int, name: str, memory: str, dtype: np.dtype, shape: tuple[int, ...], pdim: int, compute: bool) -> None:
         self.uid = uid
         self.name = name
-        self.metas: dict[tuple[Any, ...], Any] = {}  #: facts about views of this storage, by geometry (ops._access, ops.check_compute_operand)
+        self.metas: dict[tuple[Any, ...], Any] = {}  #: trace records of views of this storage, by geometry (ops._access)
         self.memory = memory
         self.on_chip = memory in ("sbuf", "psum")  #: SBUF or PSUM (a plain attribute: read on every view and access)
         self.dtype = dtype
@@ -136,6 +136,21 @@ class Alloc:
         """The caller writes every element before anything reads: skip the deferred fill."""
         self.fresh = False
         self.cover = None
+
+    def untouched(self) -> bool:
+        """Nothing has stored into or read this storage yet, so no NumPy window onto it exists."""
+        return self.fresh and self.version == 0 and self.cover is None
+
+    def adopt(self, buf: np.ndarray) -> None:
+        """Take ``buf`` (flat, in the storage dtype, every element) as the storage, instead of copying it in.
+
+        Only for :meth:`untouched` storage: a window made onto the old array would go stale.
+        The caller gives ``buf`` up; it counts as a store of every element.
+        """
+        self._buf = buf
+        self.fresh = False
+        self.cover = None
+        self.version += 1
 
     def note_store(self, offset: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> None:
         """Record a direct store of this geometry (in storage elements), keeping the fill deferred.
@@ -276,6 +291,10 @@ class KernelContext:
         self.mm_wide: Any = None  #: the wide product held for later groups: see ops._product
         self.mm_wide_sites: dict[tuple[Any, ...], bool] = {}  #: whether wide products of blocks from a source line paid off (ops._product)
         self.mm_wide_st: Any = None  #: (stationary key, its stacked fp32 block): see ops._wide_stationary
+        #: operand checks passed, by view geometry (ops.check_compute_operand); they depend on the target, so per run
+        self.checked: dict[tuple[Any, ...], set[Any]] = {}
+        #: nc_matmul operand combinations that passed its rules, by operand-check serials (isa.nc_matmul)
+        self.matmuls_checked: dict[tuple[Any, ...], tuple[int, int, int, bool]] = {}
         self.mm_scratch: dict[str, np.ndarray] = {}  #: reusable fp32 work arrays of matmul groups (ops._scratch)
         self.loops: list[list[Any]] = []  # [uid, kind, iteration]
         #: the same as tuples, kept current by the loop iterators: what each trace record copies

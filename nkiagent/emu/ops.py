@@ -8,6 +8,7 @@ steps uniform, so error texts and trace records look the same across ops.
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 from collections.abc import Iterable, Sequence
@@ -22,6 +23,8 @@ from .tensor import NkiTensor
 from .trace import Access, Instruction
 
 __all__ = [
+    "CHECKED_GEOMETRIES_MAX",
+    "Checked",
     "MatmulGroup",
     "flush_matmul_group",
     "record",
@@ -277,13 +280,14 @@ def _wide_stationary(ctx: KernelContext, key: tuple[Any, ...], wide: list[NkiTen
 class WideProduct:
     """A wide product held for the groups that take their rows from it (see :func:`_product`)."""
 
-    __slots__ = ("key", "full", "site", "uses")
+    __slots__ = ("key", "full", "site", "uses", "lent")
 
     def __init__(self, key: tuple[Any, ...], full: np.ndarray | None, site: tuple[Any, ...]) -> None:
         self.key = key
         self.full = full  #: None until a second group with this key asks (or the site has paid off before)
         self.site = site
         self.uses = 0
+        self.lent: set[int] = set()  #: first rows of slices that became PSUM storage (and may since have changed)
 
 
 def _site(view: NkiTensor) -> tuple[Any, ...]:
@@ -292,7 +296,7 @@ def _site(view: NkiTensor) -> tuple[Any, ...]:
     return (a.rec.location if a.rec is not None else a.name, a.shape, view._shape, view._strides)
 
 
-def _product(ctx: KernelContext, g: MatmulGroup) -> np.ndarray:
+def _product(ctx: KernelContext, g: MatmulGroup, keep: bool) -> np.ndarray:
     """The group's ``stationaryᵀ · moving``, from a wider product of the same operands when one exists.
 
     When a second group shows the column-slice pattern of :func:`_wide_key`, one GEMM computes
@@ -301,8 +305,11 @@ def _product(ctx: KernelContext, g: MatmulGroup) -> np.ndarray:
     Once a wide product of blocks allocated at one source line served several groups, later
     blocks from that line go wide at their first group (a kernel's loops repeat the pattern);
     one that served a single group stops that. The rows are the same dot products, so only the
-    summation order inside BLAS can differ. The result lives in a scratch array: the caller
-    consumes it before the next group lands.
+    summation order inside BLAS can differ.
+
+    With ``keep`` the caller takes the result as its PSUM tile's storage; otherwise the result
+    may live in a scratch array, consumed before the next group lands. A wide product is never
+    scratch, and rows once kept are not served again: their tile may have changed them since.
     """
     wk = _wide_key(g)
     if wk is not None:
@@ -316,16 +323,18 @@ def _product(ctx: KernelContext, g: MatmulGroup) -> np.ndarray:
             go_wide = ctx.mm_wide_sites.get(site, False)
         else:
             go_wide = True
-        if go_wide:
+        if go_wide and c0 not in held.lent:
             held.uses += 1
             if held.full is None:
                 moving = _stacked_moving(ctx, g)
                 # a transposed view of the K-major block: BLAS reads it as is, no [M, K] copy
-                held.full = np.matmul(_wide_stationary(ctx, key, wide).T, moving, out=_scratch(ctx, "wide", (wide[0]._shape[1], moving.shape[1])))
+                held.full = np.matmul(_wide_stationary(ctx, key, wide).T, moving)
+            if keep:
+                held.lent.add(c0)
             return held.full[c0 : c0 + width]
     moving = _stacked_moving(ctx, g)
     stationary = _stack_k(ctx, "stationary", [st for st, _ in g.views], g.rows, transposed=True)
-    return np.matmul(stationary, moving, out=_scratch(ctx, "product", (g.rows, moving.shape[1])))
+    return np.matmul(stationary, moving, out=None if keep else _scratch(ctx, "product", (g.rows, moving.shape[1])))
 
 
 def flush_matmul_group(ctx: KernelContext | None = None) -> None:
@@ -336,12 +345,18 @@ def flush_matmul_group(ctx: KernelContext | None = None) -> None:
         return
     ctx.mm_group = None
     dst = g.dst
-    dst._a.pending = False
-    prod = _product(ctx, g)
+    a = dst._a
+    a.pending = False
+    # A first write of a whole fp32 tile takes the product itself as storage instead of a copy of it.
+    keep = g.mode == "overwrite" and a.dtype == np.float32 and a.untouched() and dst.covers_storage()
+    prod = _product(ctx, g, keep)
+    if keep and prod.flags.c_contiguous:
+        a.adopt(prod.reshape(-1))
+        return
     cur = dst._np() if dst._addr is None and g.mode == "accumulate" else None  # (an overwrite must not read: no fill)
     if cur is not None and cur.dtype == np.float32:
         np.add(cur, prod.reshape(cur.shape), out=cur)  # in place, no temporaries
-        dst._a.version += 1
+        a.version += 1
     elif g.mode == "overwrite":
         dst._store(prod.reshape(dst.shape))
     else:
@@ -438,18 +453,42 @@ def check_same_shape_pp(op: str, named: Sequence[tuple[str, NkiTensor]]) -> None
             )
 
 
+class Checked(set):
+    """The checks (keys of :func:`check_compute_operand`) one operand geometry passed.
+
+    Each has a serial number that is never reused, so ops can remember checks of operand
+    combinations by those numbers (cheap to hash) instead of by the geometries themselves.
+    """
+
+    __slots__ = ("serial",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.serial = next(_SERIALS)
+
+
+_SERIALS = itertools.count()
+
+#: Operand geometries whose passed checks a run remembers (a bound, so a kernel cannot grow it without limit).
+CHECKED_GEOMETRIES_MAX = 65536
+
+
 def check_compute_operand(ctx: KernelContext, op: str, role: str, t: Any, engine: str, allowed: frozenset[str] = ON_CHIP) -> NkiTensor:
     """A compute-engine operand: tensor, on chip, engine may touch its memory, partition rules, free-size cap."""
     t = require_tensor(op, role, t)
     key = (engine, allowed, role == "dst")
     ok = t._ok
     if ok is None and t._addr is None:
-        # the checks depend only on the view's geometry: share what passed among equal views of one storage
-        geometry = ("ok", t._offset, t._shape, t._strides, t._dtype)
-        metas = t._a.metas
-        ok = metas.get(geometry)
+        # The checks depend only on the view's geometry within a storage of its memory and row size,
+        # not on which storage: loops that allocate a fresh tile per iteration pass them once.
+        a = t._a
+        geometry = (a.memory, a.bytes_pp, t._offset, t._shape, t._strides, t._dtype)
+        checked = ctx.checked
+        ok = checked.get(geometry)
         if ok is None:
-            ok = metas[geometry] = set()
+            ok = Checked()
+            if len(checked) < CHECKED_GEOMETRIES_MAX:
+                checked[geometry] = ok
         t._ok = ok
     if ok is not None and key in ok:
         return t
@@ -468,9 +507,8 @@ def check_compute_operand(ctx: KernelContext, op: str, role: str, t: Any, engine
                 f"{op} {role} has {epp} elements per partition; {engine} engine instructions allow at most {cap} from {t._a.memory.upper()}",
             )
     if ok is None:
-        t._ok = {key}
-    else:
-        ok.add(key)
+        ok = t._ok = Checked()
+    ok.add(key)
     return t
 
 

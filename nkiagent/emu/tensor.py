@@ -117,7 +117,7 @@ class NkiTensor:
         self._valid = valid
         self._npv: np.ndarray | None = None
         self._meta: dict[str, Any] | None = None  # trace records of this view by role (ops._access)
-        self._ok: set[Any] | None = None  # operand checks this view already passed (keys from ops.check_compute_operand)
+        self._ok: Any = None  # operand checks this view already passed (an ops.Checked)
         self._sp: tuple[int, int] | None = None
         self._rg: Region | None = None  # region() of a direct view (its geometry never changes)
         self._lg: Any = None  # 0.1 front-end facts: mask box of a result, index-grid dims, deferred bounds errors

@@ -382,6 +382,37 @@ def test_matmul_operands_must_be_in_sbuf(role: str, memory: str) -> None:
     )  # fmt: skip
 
 
+def test_matmul_checks_passed_by_one_geometry_do_not_excuse_another() -> None:
+    """Operand and matmul checks are remembered per view geometry across allocations; a view of
+    the same shape in another memory, or at a bank-crossing offset, is still refused."""
+
+    def k() -> None:
+        mv = nl.ndarray((128, 256), nl.bfloat16, buffer=nl.sbuf)
+        for _ in nl.sequential_range(2):  # a fresh, legal stationary and dst each time
+            st = nl.ndarray((128, 128), nl.bfloat16, buffer=nl.sbuf)
+            nisa.nc_matmul(nl.ndarray((128, 256), nl.float32, buffer=nl.psum), st, mv)
+        wide = nl.ndarray((128, 768), nl.float32, buffer=nl.psum, name="wide")
+        nisa.nc_matmul(wide[:, 0:256], st, mv)
+        nisa.nc_matmul(wide[:, 384:640], st, mv)  # <- error
+
+    expect_error(
+        k, kind=emu.NkiCapacityError, code="err_psum_bank_crossing",
+        message="nc_matmul dst `wide` spans PSUM bytes [1536, 2560) per partition, crossing a 2048-byte bank boundary; "
+        "a matmul result must lie within one PSUM bank on trn2",
+    )  # fmt: skip
+
+    def k2() -> None:
+        mv = nl.ndarray((128, 256), nl.bfloat16, buffer=nl.sbuf)
+        dst = nl.ndarray((128, 256), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst, nl.ndarray((128, 128), nl.bfloat16, buffer=nl.sbuf), mv)
+        nisa.nc_matmul(dst, nl.ndarray((128, 128), nl.bfloat16, buffer=nl.psum), mv)  # <- error
+
+    expect_error(
+        k2, kind=emu.NkiValidationError, code="err_unsupported_memory",
+        message="Expected operand 'stationary' of 'nc_matmul' to be in address space 'sbuf', but got a tile in 'psum' instead.",
+    )  # fmt: skip
+
+
 def test_matmul_dst_must_be_in_psum() -> None:
     err = expect_error(
         _matmul(128, 512, (128, 512), dst_buf=nl.sbuf), kind=emu.NkiValidationError, code="err_matmul_dst_not_psum",
