@@ -29,16 +29,19 @@ __all__ = [
 _EMU_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-_INTERNAL: dict[CodeType, bool] = {}  #: code object → belongs to the emulator (or frozen bootstrap code)
+#: id(code object) → (the code object, whether it belongs to the emulator or frozen bootstrap code).
+#: Keyed by id because hashing a code object digests its bytecode and constants, every time;
+#: the entry holds the code object, so its id cannot be reused while the entry exists.
+_INTERNAL: dict[int, tuple[CodeType, bool]] = {}
 
 
 def _internal(code: CodeType) -> bool:
-    hit = _INTERNAL.get(code)
+    hit = _INTERNAL.get(id(code))
     if hit is None:
         if len(_INTERNAL) > 4096:  # kernels come and go in a long-lived process: stay bounded
             _INTERNAL.clear()
-        hit = _INTERNAL[code] = code.co_filename.startswith((_EMU_DIR, "<frozen"))
-    return hit
+        hit = _INTERNAL[id(code)] = (code, code.co_filename.startswith((_EMU_DIR, "<frozen")))
+    return hit[1]
 
 
 def kernel_frame(frame: FrameType | None = None) -> FrameType | None:
@@ -49,10 +52,9 @@ def kernel_frame(frame: FrameType | None = None) -> FrameType | None:
     f = frame if frame is not None else sys._getframe(1)
     known = _INTERNAL
     while f is not None:
-        hit = known.get(f.f_code)
-        if hit is None:
-            hit = _internal(f.f_code)
-        if not hit:
+        code = f.f_code
+        hit = known.get(id(code))
+        if not (hit[1] if hit is not None else _internal(code)):
             break
         f = f.f_back
     return f
@@ -67,7 +69,20 @@ def kernel_location(frame: FrameType | None = None) -> str:
     f = kernel_frame(frame if frame is not None else sys._getframe(1))
     if f is None:
         return "<unknown>:0"
-    return f"{f.f_code.co_filename}:{f.f_lineno}"
+    # Every traced instruction asks, and a frame's line number is decoded from its code's line
+    # table each time: remember the answer per code object and bytecode offset.
+    code = f.f_code
+    key = (id(code), f.f_lasti)
+    hit = _LOCATIONS.get(key)
+    if hit is None:
+        if len(_LOCATIONS) > 65536:  # kernels come and go in a long-lived process: stay bounded
+            _LOCATIONS.clear()
+        hit = _LOCATIONS[key] = (code, f"{code.co_filename}:{f.f_lineno}")
+    return hit[1]
+
+
+#: (id(code object), bytecode offset) → (the code object, kept so its id stays unique; ``file:line``)
+_LOCATIONS: dict[tuple[int, int], tuple[CodeType, str]] = {}
 
 
 class NkiError(Exception):

@@ -20,7 +20,7 @@ from . import dtypes as dt
 from .errors import NkiTypeError, NkiUnsupportedError, NkiValidationError, kernel_location, warn
 from .memory import KernelContext, current, sbuf
 from .tensor import NkiTensor
-from .trace import Access, Instruction
+from .trace import Access, Instruction, Region
 
 __all__ = [
     "CHECKED_GEOMETRIES_MAX",
@@ -89,17 +89,39 @@ def _access(role: str, t: NkiTensor) -> Access:
         t._meta = accs
     acc = accs.get(role)
     if acc is None:
-        acc = accs[role] = Access(role, *(next(iter(accs.values()))[1:] if accs else _facts(t)))
+        # (tuple.__new__ skips the generated NamedTuple constructor: this runs for every fresh view)
+        acc = accs[role] = _new_tuple(Access, (role, *(next(iter(accs.values()))[1:] if accs else _facts(t))))
     return acc
+
+
+_new_tuple = tuple.__new__
 
 
 #: What an access record says about a view's geometry (all but its role and region), by
 #: (memory, shape, strides, dtype): loops touch the same shapes at many offsets.
 _GEOMETRY: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
+#: A direct view's geometry facts and region within its storage (rows and bytes, without the
+#: allocation), by where the view lies in a storage of its memory and row size: loops touch the
+#: same places of tile after tile, and working out a region costs more than looking it up.
+_PLACES: dict[tuple[Any, ...], tuple[tuple[Any, ...], tuple[int, int, int, int]]] = {}
+
 
 def _facts(t: NkiTensor) -> tuple[Any, ...]:
     """Everything :class:`Access` records about a view except its role."""
+    a = t._a
+    if t._addr is not None:
+        return (*_geometry(t), t.region(), True)
+    key = (a.memory, a.bytes_pp if a.on_chip else (a.shape[-1] if a.shape else 1) * a.itemsize, t._offset, t._shape, t._strides, t._dtype)
+    hit = _PLACES.get(key)
+    if hit is None:
+        if len(_PLACES) >= 65536:  # bounded: a long-lived process runs kernel after kernel
+            _PLACES.clear()
+        hit = _PLACES[key] = (_geometry(t), t.region()[1:])
+    return (*hit[0], _new_tuple(Region, (a.uid, *hit[1])), False)
+
+
+def _geometry(t: NkiTensor) -> tuple[Any, ...]:
     a = t._a
     gkey = (a.memory, t._shape, t._strides, t._dtype)
     geo = _GEOMETRY.get(gkey)
@@ -120,7 +142,7 @@ def _facts(t: NkiTensor) -> tuple[Any, ...]:
         )
         if len(_GEOMETRY) < 65536:  # bounded: a kernel generator cannot grow it without limit
             _GEOMETRY[gkey] = geo
-    return (*geo, t.region(), t._addr is not None)
+    return geo
 
 
 def record(
@@ -155,21 +177,24 @@ def record(
             if rec.first < 0:
                 rec.first = seq
             rec.last = seq
-    if ctx.trace is not None:
-        ctx.trace.append(
+    trace = ctx.trace
+    if trace is not None:
+        trace.instructions.append(
             Instruction(
-                ctx.seq,
-                op,
-                engine,
-                tuple([_access(r, t) for r, t in reads]),
-                tuple([_access(r, t) for r, t in writes]),
-                kernel_location(sys._getframe(1)),
-                ctx.program_id,
-                ctx.loops_now,
-                attrs,
+                seq, op, engine, _accesses(reads), _accesses(writes), kernel_location(sys._getframe(1)), ctx.program_id, ctx.loops_now, attrs
             )
         )
-    ctx.seq += 1
+    ctx.seq = seq + 1
+
+
+def _accesses(operands: Sequence[tuple[str, NkiTensor]]) -> tuple[Access, ...]:
+    """The trace records of ``(role, view)`` operands; the records a view already has are looked up here."""
+    out = []
+    for role, t in operands:
+        known = t._meta
+        acc = known.get(role) if known is not None else None
+        out.append(acc if acc is not None else _access(role, t))
+    return tuple(out)
 
 
 class MatmulGroup:

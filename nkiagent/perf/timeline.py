@@ -134,14 +134,18 @@ class _Space:
     def _prune(self, key: tuple[int, int, int, int], end: float, granules: list[tuple[int, int]] | None = None) -> None:
         """Drop entries a newer write fully covers (they are ordered before it already)."""
         p_lo, p_hi, b_lo, b_hi = key
+        entries = self.entries
         for g in granules if granules is not None else self._granules(key):
-            for k in list(self.grid.get(g, ())):
-                if k != key and p_lo <= k[0] and k[1] <= p_hi and b_lo <= k[2] and k[3] <= b_hi:
-                    e = self.entries.get(k)
-                    if e is not None and e[0] <= end and e[1] <= end:
-                        del self.entries[k]
-                        for g2 in self._granules(k):
-                            self.grid[g2].discard(k)
+            bucket = self.grid.get(g)
+            if not bucket or len(bucket) == 1:  # (the entry just written is in it)
+                continue
+            covered = [k for k in bucket if k != key and p_lo <= k[0] and k[1] <= p_hi and b_lo <= k[2] and k[3] <= b_hi]
+            for k in covered:
+                e = entries.get(k)
+                if e is not None and e[0] <= end and e[1] <= end:
+                    del entries[k]
+                    for g2 in self._granules(k):
+                        self.grid[g2].discard(k)
 
 
 class _Lane:
@@ -255,24 +259,22 @@ def _schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
     queues = [queues[0]] * len(queues)
     known: dict[tuple[Any, ...], Cost] = {}
     # Access records are shared between instructions that touch the same view: derive their
-    # cost signature (everything but the region) and physical place once per record
-    seen: dict[int, tuple[Any, _Space, tuple[int, int, int, int], list[tuple[int, int]]]] = {}
+    # cost signature (everything but the region, numbered: cheap to hash) and physical place
+    # once per record
+    seen: dict[int, tuple[int, _Space, tuple[int, int, int, int], list[tuple[int, int]]]] = {}
+    signatures: dict[tuple[Any, ...], int] = {}
 
-    def facts(accesses: tuple[Access, ...]) -> list[tuple[Any, _Space, tuple[int, int, int, int], list[tuple[int, int]]]]:
-        out = []
-        for a in accesses:
-            f = seen.get(id(a))
-            if f is None:
-                sk, key = _physical(a, allocs)
-                sp = space(sk)
-                f = seen[id(a)] = (a[:9] + a[10:], sp, key, sp._granules(key))
-            out.append(f)
-        return out
+    def fact(a: Access) -> tuple[int, _Space, tuple[int, int, int, int], list[tuple[int, int]]]:
+        sk, key = _physical(a, allocs)
+        sp = space(sk)
+        f = seen[id(a)] = (signatures.setdefault(a[:9] + a[10:], len(signatures)), sp, key, sp._granules(key))
+        return f
 
     def place(ins: Instruction) -> Cost:
         """Schedule one instruction after its dependences; returns its cost."""
         nonlocal latency, lockstep, queues
-        rf, wf = facts(ins.reads), facts(ins.writes)
+        rf = [seen.get(id(a)) or fact(a) for a in ins.reads]
+        wf = [seen.get(id(a)) or fact(a) for a in ins.writes]
         # loops repeat an instruction on other addresses: its cost depends on everything but the regions
         key = (ins.op, ins.engine, tuple([f[0] for f in rf]), tuple([f[0] for f in wf]), tuple(ins.attrs.items()))
         try:
