@@ -261,13 +261,24 @@ def _schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
     # Access records are shared between instructions that touch the same view: derive their
     # cost signature (everything but the region, numbered: cheap to hash) and physical place
     # once per record
-    seen: dict[int, tuple[int, _Space, tuple[int, int, int, int], list[tuple[int, int]]]] = {}
+    seen: dict[int, tuple[int, _Space | None, tuple[int, int, int, int], list[tuple[int, int]]]] = {}
     signatures: dict[tuple[Any, ...], int] = {}
 
-    def fact(a: Access) -> tuple[int, _Space, tuple[int, int, int, int], list[tuple[int, int]]]:
+    # 0.1 kernels' tiles past SBUF/PSUM capacity live in HBM (emu.memory finish): each compute
+    # instruction touching one pays a DMA reload before and a DMA store after, as spill code would
+    spilled = {uid for uid, rec in allocs.items() if rec.get("spilled")}
+    # HBM that no instruction writes (the kernel's inputs) never delays a read, and a read of it
+    # never delays a write: reads of it need no dependence tracking at all.
+    written_hbm = {a.region.alloc for ins in trace.instructions for a in ins.writes if a.memory not in ("sbuf", "psum")} | spilled
+
+    def fact(a: Access) -> tuple[int, _Space | None, tuple[int, int, int, int], list[tuple[int, int]]]:
+        signature = signatures.setdefault(a[:9] + a[10:], len(signatures))
         sk, key = _physical(a, allocs)
+        if sk[0] == "hbm" and sk[1] not in written_hbm:
+            f = seen[id(a)] = (signature, None, key, [])
+            return f
         sp = space(sk)
-        f = seen[id(a)] = (signatures.setdefault(a[:9] + a[10:], len(signatures)), sp, key, sp._granules(key))
+        f = seen[id(a)] = (signature, sp, key, sp._granules(key))
         return f
 
     def place(ins: Instruction) -> Cost:
@@ -288,6 +299,8 @@ def _schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
         ready = signalled = 0.0
         for accesses, write in ((rf, False), (wf, True)):
             for _, sp, key, granules in accesses:
+                if sp is None:
+                    continue
                 t, ts = sp.ready(key, write, cost.engine, granules)
                 if t > ready:
                     ready = t
@@ -322,7 +335,8 @@ def _schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
         end = finish + cost.latency_ns - dur if cost.engine == "dma" else start + cost.latency_ns
         busy[cost.engine] += dur
         for _, sp, key, granules in rf:
-            sp.update(key, end, False, cost.engine, granules)
+            if sp is not None:
+                sp.update(key, end, False, cost.engine, granules)
         for _, sp, key, granules in wf:
             sp.update(key, end, True, cost.engine, granules)
         if end > latency:
@@ -330,9 +344,6 @@ def _schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
         events.append(Event(ins.seq, ins.op, cost.engine, start, dur, end, used, ins.location))
         return cost
 
-    # 0.1 kernels' tiles past SBUF/PSUM capacity live in HBM (emu.memory finish): each compute
-    # instruction touching one pays a DMA reload before and a DMA store after, as spill code would
-    spilled = {uid for uid, rec in allocs.items() if rec.get("spilled")}
     spills: list[Cost] = []
     added: list[Instruction] = []  # kept alive: facts() knows records by id()
     for ins in trace.instructions:
