@@ -16,6 +16,7 @@ from .errors import NkiTypeError
 
 __all__ = [
     "DTYPES",
+    "LOW_FLOATS",
     "bool_",
     "int8",
     "int16",
@@ -59,6 +60,9 @@ float8_e4m3 = np.dtype(ml_dtypes.float8_e4m3)
 float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
 float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
 float8_e8m0fnu = np.dtype(ml_dtypes.float8_e8m0fnu)
+
+#: Floats narrower than fp32 that engines widen to fp32 before computing.
+LOW_FLOATS = frozenset({bfloat16, float16, float8_e4m3, float8_e5m2, float8_e4m3fn})
 
 DTYPES: dict[str, np.dtype] = {
     "bool": bool_,

@@ -22,6 +22,7 @@ from .memory import current
 from .ops import (
     ANY,
     CHECKED_GEOMETRIES_MAX,
+    F32,
     MatmulGroup,
     flush_matmul_group,
     HBM,
@@ -108,7 +109,8 @@ unknown_engine = engine.unknown
 
 def _pf(a: np.ndarray, p: int) -> np.ndarray:
     """Reshape to (partitions, elements-per-partition)."""
-    return a.reshape(p, -1)
+    shape = a.shape
+    return a if len(shape) == 2 and shape[0] == p else a.reshape(p, -1)
 
 
 def _p(t: NkiTensor) -> int:
@@ -318,12 +320,12 @@ def affine_select(dst: Any, pattern: Any, channel_multiplier: Any, on_true_tile:
 # --------------------------------------------------------------------------------------------
 # Vector / Scalar / GpSimd compute
 # --------------------------------------------------------------------------------------------
-_INT32S = (dt.int32, dt.uint32)
+_INT32S = frozenset({dt.int32, dt.uint32})  # (a set: one hash per tile instead of dtype comparisons)
 
 
 def _alu_engine(alu: Any, eng: Any, *tiles: NkiTensor) -> str:
     default = "vector"
-    if alu.name == "power" or any(t._dtype in _INT32S for t in tiles):
+    if alu.name == "power" or not _INT32S.isdisjoint([t._dtype for t in tiles]):
         default = "gpsimd" if alu.kind == "arith" and alu.name in ("add", "multiply", "power") else "vector"
     return engine_name(eng, default)
 
@@ -383,9 +385,13 @@ def _in_place(dst: NkiTensor, p: int) -> np.ndarray | None:
     would be a plain copy; ``None`` when reshaping would need a copy (then it goes through ``write``).
     """
     a = dst._a
-    if dst._dtype != dt.float32 or a.dtype != dt.float32 or dst._addr is not None or a.fresh or a.pending:
+    if a.fresh or a.pending or dst._addr is not None or not (dst._dtype is F32 or dst._dtype == F32) or a.dtype != F32:
         return None
-    view = dst._np().view()
+    v = dst._np()
+    shape = v.shape
+    if len(shape) == 2 and shape[0] == p:
+        return v
+    view = v.view()
     try:
         view.shape = (p, -1)  # raises rather than copy
     except AttributeError:

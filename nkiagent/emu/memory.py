@@ -77,6 +77,7 @@ class Alloc:
         "rec",
         "version",
         "f32c",
+        "convert_once",
         "pending",
         "metas",
         "__weakref__",
@@ -112,6 +113,8 @@ class Alloc:
         self.rec: OnChipRecord | None = None
         self.version = 0  #: bumped on every store, so derived caches know they are stale
         self.f32c: tuple[int, np.ndarray] | None = None  #: (version, fp32 copy of the storage) for low-precision SBUF
+        #: low-precision float SBUF: engines read it through one fp32 copy per version (ops.f32)
+        self.convert_once = memory == "sbuf" and dtype in dt.LOW_FLOATS
         self.pending = False  #: a deferred matmul group still has to land in this PSUM tensor (see ops.MatmulGroup)
 
     @property

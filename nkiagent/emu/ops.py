@@ -35,6 +35,7 @@ __all__ = [
     "check_same_shape_pp",
     "check_compute_operand",
     "f32",
+    "F32",
     "write",
     "mark_written",
     "assign",
@@ -52,7 +53,6 @@ SBUF_ONLY = frozenset({"sbuf"})
 HBM = frozenset({"hbm", "shared_hbm", "private_hbm"})
 ANY = ON_CHIP | HBM
 
-_LOW_FLOATS = frozenset({dt.bfloat16, dt.float16, dt.float8_e4m3, dt.float8_e5m2, dt.float8_e4m3fn})
 _UNKNOWN: Any = None  # set by isa (the nisa.engine.unknown member) for a fast path
 
 _ENGINE_NAMES = {0: "unknown", 1: "tensor", 2: "scalar", 3: "gpsimd", 4: "dma", 5: "vector", 6: "sync"}
@@ -544,14 +544,19 @@ def f32(t: NkiTensor) -> np.ndarray:
     a bf16 operand block read by many matmuls is not re-converted for each of them.
     """
     a = t._a
-    if a.memory == "sbuf" and t._addr is None and a.data is not None and t._dtype in _LOW_FLOATS and t._dtype == a.dtype:
+    if a.convert_once and t._addr is None and t._dtype == a.dtype and a.data is not None:
         c = a.f32c
         if c is None or c[0] != a.version:
             c = (a.version, a.data.astype(np.float32))
             a.f32c = c
         return t._geom(c[1])
     v = t._np()
-    return v if v.dtype == np.float32 else v.astype(np.float32)
+    d = v.dtype
+    return v if d is F32 or d == F32 else v.astype(np.float32)
+
+
+#: float32's dtype: NumPy hands out this one object for native fp32 arrays, so ``is`` answers first.
+F32 = np.dtype(np.float32)
 
 
 def write(ctx: KernelContext, t: NkiTensor, values: np.ndarray) -> None:
