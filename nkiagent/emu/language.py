@@ -60,8 +60,13 @@ def _buffer(buffer: Any) -> Buffer:
     raise NkiTypeError("err_buffer_type", f"buffer must be nl.sbuf, nl.psum, nl.hbm, nl.shared_hbm or nl.private_hbm, got {buffer!r}")
 
 
+_PLAIN = {int}
+
+
 def _shape(shape: Any) -> tuple[tuple[int, ...], int]:
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    if set(map(type, shape)) == _PLAIN:  # the everyday case: no partition-dim markers, nothing to convert
+        return shape, 0
     pdim = next((k for k, s in enumerate(shape) if getattr(s, "_nki_par_dim", False)), 0)
     if any(not isinstance(s, (int, np.integer)) or isinstance(s, bool) for s in shape):  # (nl.all shadows all())
         raise NkiTypeError("err_invalid_shape", f"tensor shape {list(shape)} must be a tuple of integers")
