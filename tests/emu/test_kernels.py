@@ -101,6 +101,33 @@ def test_vector_add_trace(target: str) -> None:
     assert sum(ins.writes[0].nbytes for ins in _dma_stores(trace)) == a.nbytes
 
 
+def test_records_of_equal_views_of_different_tiles_name_each_tile() -> None:
+    """Trace records share what they know about a view's place across allocations of one shape;
+    each record must still name its own allocation, and its rows and bytes."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    trace = emu.Trace()
+
+    @nki.jit
+    def k(a: Any) -> Any:
+        out = nl.ndarray((128, 8), nl.float32, buffer=nl.shared_hbm)
+        for _ in nl.sequential_range(2):
+            t = nl.ndarray((128, 2, 8), nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t[0:64, 1, :], src=a[0:64, :])
+        u = nl.ndarray((128, 2, 8), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=u[64:128, 0, :], src=a[64:128, :])
+        nisa.dma_copy(dst=out, src=a)
+        return out
+
+    emu.run_kernel(k, (np.ones((128, 8), np.float32),), trace=trace)
+    tiles = [r["uid"] for r in trace.allocations if r["memory"] == "sbuf"]
+    dsts = [ins.writes[0].region for ins in trace.instructions[:3]]
+    assert [r.alloc for r in dsts] == tiles and len(set(tiles)) == 3
+    assert dsts[0][1:] == dsts[1][1:] == (0, 63, 32, 64)  # rows 0–63, bytes 32–64 of each partition
+    assert dsts[2][1:] == (64, 127, 0, 32)
+
+
 # ---------------------------------------------------------------------------------------------
 # 2. softmax over the last axis
 # ---------------------------------------------------------------------------------------------

@@ -50,6 +50,28 @@ def test_two_independent_dmas_overlap_and_a_matmul_waits_for_its_loads() -> None
     assert tl.latency_ns == pytest.approx(store.end_ns)
 
 
+def test_an_input_the_kernel_overwrites_keeps_its_write_after_read_order() -> None:
+    """Reads of HBM that no instruction writes go untracked; an input the kernel writes is
+    tracked, so a store into it waits for the load that reads its old values even when a free
+    DMA queue and ready data would let the store start at once."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    def kernel(a, b):
+        s = nl.ndarray((2, 32768), nl.float32)
+        nisa.dma_copy(dst=s, src=a)  # a long load of a (2 partitions: few queues)
+        t = nl.ndarray((2, 64), nl.float32)
+        nisa.dma_copy(dst=t, src=b)  # a short load of b, which nothing writes
+        nisa.dma_copy(dst=a[:, 0:64], src=t)  # overwrites part of a
+        return a
+
+    _, tl = _events(kernel, (np.ones((2, 32768), np.float32), np.ones((2, 64), np.float32)))
+    load_a, load_b, store = tl.events
+    assert load_a.start_ns == load_b.start_ns == 0.0 and load_a.queues != load_b.queues  # the loads overlap
+    assert load_b.end_ns < load_a.end_ns  # (so the store's data is ready long before a has been read)
+    assert store.start_ns >= load_a.end_ns
+
+
 def test_psum_read_waits_for_the_last_accumulating_matmul() -> None:
     import nki.isa as nisa
     import nki.language as nl
