@@ -222,31 +222,34 @@ class MatmulGroup:
 WIDE_ROWS_MAX = 4096
 
 
-def _wide_key(g: MatmulGroup) -> tuple[tuple[Any, ...], int, int, list[NkiTensor]] | None:
+def _wide_key(g: MatmulGroup) -> tuple[tuple[Any, ...], int, int, int] | None:
     """How the group's stationary pieces widen to full rows of their allocation, if they do.
 
     Tutorial kernels multiply column slices ``blk[:, bk, c0:c0 + 128]`` of one stationary block
     by the same moving operands for every ``c0``, each into its own PSUM tile with a read in
     between. Returns the key shared by those groups (operand allocations, versions and
-    geometry, with ``c0`` taken out), ``c0``, the slice width, and the widened views.
+    geometry, with ``c0`` taken out), ``c0``, the slice width and the full row length.
     """
-    wide: list[NkiTensor] = []
     parts: list[Any] = []
-    c0 = width = -1
+    c0 = width = last = -1
     for st, mv in g.views:
         a = st._a
         if st._addr is not None or mv._addr is not None or len(st._shape) != 2 or st._strides is None or st._strides[1] != 1:
             return None
         last = a.shape[-1]
         off = st._offset % last
-        k, m = st._shape
+        m = st._shape[1]
         if c0 < 0:
             c0, width = off, m
         if off != c0 or m != width or c0 + m > last or last <= m or last > WIDE_ROWS_MAX:
             return None
-        wide.append(st._view((k, last), st._strides, st._offset - c0))
         parts.append((a.uid, a.version, st._offset - c0, st._strides, mv._a.uid, mv._a.version, mv._offset, mv._shape, mv._strides))
-    return tuple(parts), c0, width, wide
+    return tuple(parts), c0, width, last
+
+
+def _widened(g: MatmulGroup, c0: int, last: int) -> list[NkiTensor]:
+    """The group's stationary pieces widened to full rows (see :func:`_wide_key`); made only when a wide block is stacked."""
+    return [st._view((st._shape[0], last), st._strides, st._offset - c0) for st, _ in g.views]
 
 
 def _scratch(ctx: KernelContext, name: str, shape: tuple[int, int]) -> np.ndarray:
@@ -287,7 +290,7 @@ def _stacked_moving(ctx: KernelContext, g: MatmulGroup) -> np.ndarray:
     return _stack_k(ctx, "moving", [mv for _, mv in g.views], g.dst.size // g.rows)
 
 
-def _wide_stationary(ctx: KernelContext, key: tuple[Any, ...], wide: list[NkiTensor]) -> np.ndarray:
+def _wide_stationary(ctx: KernelContext, key: tuple[Any, ...], g: MatmulGroup, c0: int, last: int) -> np.ndarray:
     """The widened stationary block, K-major fp32; kept while the next wide product has the same one.
 
     Tutorial kernels multiply one stationary block by several moving slices in turn (one wide
@@ -297,7 +300,7 @@ def _wide_stationary(ctx: KernelContext, key: tuple[Any, ...], wide: list[NkiTen
     held = ctx.mm_wide_st
     if held is not None and held[0] == st_key:
         return held[1]
-    block = _stack_k(ctx, "wide_st", wide, wide[0]._shape[1])
+    block = _stack_k(ctx, "wide_st", _widened(g, c0, last), last)
     ctx.mm_wide_st = (st_key, block)
     return block
 
@@ -315,10 +318,10 @@ class WideProduct:
         self.lent: set[int] = set()  #: first rows of slices that became PSUM storage (and may since have changed)
 
 
-def _site(view: NkiTensor) -> tuple[Any, ...]:
-    """Where a stationary block comes from — its allocation's source line and geometry — to learn from."""
-    a = view._a
-    return (a.rec.location if a.rec is not None else a.name, a.shape, view._shape, view._strides)
+def _site(st: NkiTensor, last: int) -> tuple[Any, ...]:
+    """Where a stationary block comes from — its allocation's source line and the widened geometry — to learn from."""
+    a = st._a
+    return (a.rec.location if a.rec is not None else a.name, a.shape, (st._shape[0], last), st._strides)
 
 
 def _product(ctx: KernelContext, g: MatmulGroup, keep: bool) -> np.ndarray:
@@ -338,12 +341,12 @@ def _product(ctx: KernelContext, g: MatmulGroup, keep: bool) -> np.ndarray:
     """
     wk = _wide_key(g)
     if wk is not None:
-        key, c0, width, wide = wk
+        key, c0, width, last = wk
         held = ctx.mm_wide
         if held is None or held.key != key:
             if held is not None and held.full is not None:
                 ctx.mm_wide_sites[held.site] = held.uses > 1
-            site = _site(wide[0])
+            site = _site(g.views[0][0], last)
             held = ctx.mm_wide = WideProduct(key, None, site)
             go_wide = ctx.mm_wide_sites.get(site, False)
         else:
@@ -353,7 +356,7 @@ def _product(ctx: KernelContext, g: MatmulGroup, keep: bool) -> np.ndarray:
             if held.full is None:
                 moving = _stacked_moving(ctx, g)
                 # a transposed view of the K-major block: BLAS reads it as is, no [M, K] copy
-                held.full = np.matmul(_wide_stationary(ctx, key, wide).T, moving)
+                held.full = np.matmul(_wide_stationary(ctx, key, g, c0, last).T, moving)
             if keep:
                 held.lent.add(c0)
             return held.full[c0 : c0 + width]
