@@ -315,7 +315,7 @@ class WideProduct:
         self.full = full  #: None until a second group with this key asks (or the site has paid off before)
         self.site = site
         self.uses = 0
-        self.lent: set[int] = set()  #: first rows of slices that became PSUM storage (and may since have changed)
+        self.lent: list[tuple[int, int]] = []  #: row ranges that became PSUM storage (and may since have changed)
 
 
 def _site(st: NkiTensor, last: int) -> tuple[Any, ...]:
@@ -337,7 +337,8 @@ def _product(ctx: KernelContext, g: MatmulGroup, keep: bool) -> np.ndarray:
 
     With ``keep`` the caller takes the result as its PSUM tile's storage; otherwise the result
     may live in a scratch array, consumed before the next group lands. A wide product is never
-    scratch, and rows once kept are not served again: their tile may have changed them since.
+    scratch, and rows once kept are not served again (nor slices overlapping them): their tile may
+    have changed them since.
     """
     wk = _wide_key(g)
     if wk is not None:
@@ -351,14 +352,14 @@ def _product(ctx: KernelContext, g: MatmulGroup, keep: bool) -> np.ndarray:
             go_wide = ctx.mm_wide_sites.get(site, False)
         else:
             go_wide = True
-        if go_wide and c0 not in held.lent:
+        if go_wide and not any(lo < c0 + width and c0 < hi for lo, hi in held.lent):
             held.uses += 1
             if held.full is None:
                 moving = _stacked_moving(ctx, g)
                 # a transposed view of the K-major block: BLAS reads it as is, no [M, K] copy
                 held.full = np.matmul(_wide_stationary(ctx, key, g, c0, last).T, moving)
             if keep:
-                held.lent.add(c0)
+                held.lent.append((c0, c0 + width))
             return held.full[c0 : c0 + width]
     moving = _stacked_moving(ctx, g)
     stationary = _stack_k(ctx, "stationary", [st for st, _ in g.views], g.rows, transposed=True)
