@@ -80,17 +80,17 @@ class _Space:
             self.gcache[key] = g
         return g
 
-    def ready(self, key: tuple[int, int, int, int], write: bool, engine: str = "", granules: list[tuple[int, int]] | None = None) -> tuple[float, float]:
+    def ready(self, key: tuple[int, int, int, int], write: bool, same: bool = False, granules: list[tuple[int, int]] | None = None) -> tuple[float, float]:
         """When an access to ``key`` may start: after overlapping writes (and, for a write, reads).
 
         Returns ``(ready, ready_signalled)``: the second counts only producers that signal the
         consumer through a semaphore, i.e. all but TensorE → TensorE (back-to-back matmuls
-        accumulating into one PSUM bank are pipelined by the engine itself, §3.4 / §4.3).
+        accumulating into one PSUM bank are pipelined by the engine itself, §3.4 / §4.3); ``same``
+        says the access is TensorE's.
         """
         p_lo, p_hi, b_lo, b_hi = key
         t = 0.0
         ts = 0.0
-        same = engine == "tensor"
         entries = self.entries
         grid = self.grid
         if granules is None:
@@ -257,6 +257,7 @@ def _schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
     # them (planned and reserved once), split into independent copies at the first narrower DMA.
     lockstep = True
     queues = [queues[0]] * len(queues)
+    every_queue = tuple(range(len(queues)))
     known: dict[tuple[Any, ...], Cost] = {}
     # Access records are shared between instructions that touch the same view: derive their
     # cost signature (everything but the region, numbered: cheap to hash) and physical place
@@ -297,23 +298,29 @@ def _schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
             if key is not None:
                 known[key] = cost
         ready = signalled = 0.0
-        for accesses, write in ((rf, False), (wf, True)):
-            for _, sp, key, granules in accesses:
-                if sp is None:
-                    continue
-                t, ts = sp.ready(key, write, cost.engine, granules)
+        engine = cost.engine
+        tensor = engine == "tensor"
+        for _, sp, key, granules in rf:
+            if sp is not None:
+                t, ts = sp.ready(key, False, tensor, granules)
                 if t > ready:
                     ready = t
                 if ts > signalled:
                     signalled = ts
+        for _, sp, key, granules in wf:
+            t, ts = sp.ready(key, True, tensor, granules)
+            if t > ready:
+                ready = t
+            if ts > signalled:
+                signalled = ts
         dur = cost.busy_ns
-        if cost.engine == "dma":
+        if engine == "dma":
             if lockstep and cost.queues == len(queues):
                 pieces = queues[0].fill(ready, dur)
                 start, finish = pieces[0][0], pieces[-1][1]
                 for s0, s1 in pieces:
                     queues[0].reserve(s0, s1 - s0)
-                used: tuple[int, ...] = tuple(range(len(queues)))
+                used: tuple[int, ...] = every_queue
             else:
                 if lockstep:
                     lockstep = False
@@ -326,22 +333,22 @@ def _schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
                         queues[i].reserve(s0, s1 - s0)
                 used = tuple(sorted(i for _, i in plans))
         else:
-            lane = lanes[cost.engine]
+            lane = lanes[engine]
             start = lane.earliest(ready, dur)
             if signalled > 0.0 and start == signalled:  # woken by a semaphore: pay its latency
-                start = lane.earliest(ready + dep_ns[cost.engine], dur)
+                start = lane.earliest(ready + dep_ns[engine], dur)
             lane.reserve(start, dur)
             used = ()
-        end = finish + cost.latency_ns - dur if cost.engine == "dma" else start + cost.latency_ns
-        busy[cost.engine] += dur
+        end = finish + cost.latency_ns - dur if engine == "dma" else start + cost.latency_ns
+        busy[engine] += dur
         for _, sp, key, granules in rf:
             if sp is not None:
-                sp.update(key, end, False, cost.engine, granules)
+                sp.update(key, end, False, engine, granules)
         for _, sp, key, granules in wf:
-            sp.update(key, end, True, cost.engine, granules)
+            sp.update(key, end, True, engine, granules)
         if end > latency:
             latency = end
-        events.append(Event(ins.seq, ins.op, cost.engine, start, dur, end, used, ins.location))
+        events.append(Event(ins.seq, ins.op, engine, start, dur, end, used, ins.location))
         return cost
 
     spills: list[Cost] = []
