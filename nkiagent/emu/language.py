@@ -36,6 +36,7 @@ from .dtypes import (  # noqa: F401  (re-exported as nl.float32 etc.)
 )
 from .errors import NkiTypeError, NkiValidationError
 from .memory import BUFFERS, Buffer, current, hbm, private_hbm, psum, running, sbuf, shared_hbm  # noqa: F401
+from .memory import plain_ints as _plain_ints
 from .ops import HBM, axis_tuple, not_emulated, record, require_tensor, tile, write
 from .targets import get_target
 from .tensor import DynSlice, NkiTensor, ds  # noqa: F401
@@ -60,12 +61,9 @@ def _buffer(buffer: Any) -> Buffer:
     raise NkiTypeError("err_buffer_type", f"buffer must be nl.sbuf, nl.psum, nl.hbm, nl.shared_hbm or nl.private_hbm, got {buffer!r}")
 
 
-_PLAIN = {int}
-
-
 def _shape(shape: Any) -> tuple[tuple[int, ...], int]:
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-    if set(map(type, shape)) == _PLAIN:  # the everyday case: no partition-dim markers, nothing to convert
+    if _plain_ints(shape):  # the everyday case: no partition-dim markers, nothing to convert
         return shape, 0
     pdim = next((k for k, s in enumerate(shape) if getattr(s, "_nki_par_dim", False)), 0)
     if any(not isinstance(s, (int, np.integer)) or isinstance(s, bool) for s in shape):  # (nl.all shadows all())

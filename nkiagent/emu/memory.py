@@ -21,7 +21,7 @@ from .errors import NkiCapacityError, NkiRuntimeError, NkiTypeError, NkiValidati
 from .targets import Target
 from .trace import Trace
 
-__all__ = ["Buffer", "sbuf", "psum", "hbm", "shared_hbm", "private_hbm", "BUFFERS", "Alloc", "KernelContext", "current", "running"]
+__all__ = ["Buffer", "sbuf", "psum", "hbm", "shared_hbm", "private_hbm", "BUFFERS", "Alloc", "KernelContext", "current", "plain_ints", "running"]
 
 
 class Buffer:
@@ -260,6 +260,12 @@ class OnChipRecord:
 
 _PLAIN = {int}
 
+
+def plain_ints(shape: tuple[Any, ...]) -> bool:
+    """Every dimension is a plain ``int`` (no NumPy integers, bools or partition-dim markers): the everyday shape."""
+    return set(map(type, shape)) == _PLAIN
+
+
 _CURRENT: KernelContext | None = None
 
 
@@ -321,7 +327,7 @@ class KernelContext:
     ) -> Alloc:
         """Allocate storage, enforcing rank, partition, SBUF capacity and PSUM bank rules."""
         mem = buffer.name
-        if not (set(map(type, shape)) == _PLAIN and shape and min(shape) > 0):  # (the everyday case passes at once)
+        if not (plain_ints(shape) and shape and min(shape) > 0):  # (the everyday case passes at once)
             if any((not isinstance(s, (int, np.integer))) or s < 0 for s in shape):
                 raise NkiTypeError("err_invalid_shape", f"tensor shape {list(shape)} must be non-negative integers")
             if 0 in shape:

@@ -352,7 +352,7 @@ def _schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
         return cost
 
     spills: list[Cost] = []
-    added: list[Instruction] = []  # kept alive: facts() knows records by id()
+    added: list[Instruction] = []  # kept alive: fact() knows records by id()
     for ins in trace.instructions:
         if spilled and ins.engine != "dma" and any(a.region.alloc in spilled for a in ins.reads + ins.writes):
             added.extend(_spill_dma(ins, a, load=True) for a in ins.reads if a.region.alloc in spilled)
