@@ -40,7 +40,6 @@ __all__ = [
     "promote",
     "weak_scalar_dtype",
     "store_cast",
-    "fill_uninitialized",
     "uninitialized_value",
 ]
 
@@ -201,7 +200,3 @@ def uninitialized_value(d: np.dtype) -> float:
     """What fresh memory reads as, like AWS's simulator: NaN for floats, 4 for integers."""
     return np.nan if is_float(d) else 4
 
-
-def fill_uninitialized(arr: np.ndarray, d: np.dtype) -> None:
-    """Fill fresh memory with :func:`uninitialized_value`."""
-    arr.fill(uninitialized_value(d))

@@ -265,8 +265,15 @@ def memset(dst: Any, value: Any, engine: Any = engine.unknown, name: Any = None)
             "err_memset_value_range", f"memset value {value!r} is outside the range [{info.min}, {info.max}] of dst dtype {dt.dtype_name(dst.dtype)}"
         )
     record(ctx, op, eng, [], [("dst", dst)], value=float(value))
-    if ctx.compute:
-        write(ctx, dst, np.asarray(value, dtype=np.float64 if not dt.is_int(dst.dtype) else np.int64))
+    if not ctx.compute:
+        return
+    stored = dt.store_cast(np.asarray(value, dtype=np.float64 if not dt.is_int(dst.dtype) else np.int64), dst.dtype)
+    a = dst._a
+    if dst._dtype == a.dtype and dst.covers_storage():
+        a.refill(stored[()])  # the whole tile: kept pending, so whatever overwrites it never pays for it
+        mark_written(dst)
+    else:
+        write(ctx, dst, stored)
 
 
 def _affine_values(op: str, dst: NkiTensor, pattern: Any, offset: Any, channel_multiplier: Any) -> np.ndarray:
@@ -342,6 +349,18 @@ def _values(t: NkiTensor, alu_kind: str) -> np.ndarray:
     return f32(t)
 
 
+def _operand(t: NkiTensor, alu_kind: str) -> np.ndarray:
+    """An element-wise input: :func:`_values`, or, where no store has written any of the view's
+    elements since a whole-tile memset (or ever), that fill broadcast to its shape — an
+    accumulator zeroed and then added into is read without being zeroed in memory first."""
+    a = t._a
+    if a.fresh and alu_kind != "bitvec" and t._addr is None and t._dtype == a.dtype:
+        value = a.unwritten(t._offset, t._shape, t._strides)
+        if value is not None:
+            return np.broadcast_to(np.float32(value), t._shape)
+    return _values(t, alu_kind)
+
+
 def tensor_tensor(dst: Any, data1: Any, data2: Any, op: Any, engine: Any = engine.unknown, name: Any = None) -> None:
     """Element-wise ``dst = op(data1, data2)``; same partitions and elements per partition, no broadcasting."""
     ctx = current()
@@ -360,7 +379,7 @@ def tensor_tensor(dst: Any, data1: Any, data2: Any, op: Any, engine: Any = engin
     if not ctx.compute:
         return
     p = _p(d1)
-    x, y = _pf(_values(d1, alu.kind), p), _pf(_values(d2, alu.kind), p)
+    x, y = _pf(_operand(d1, alu.kind), p), _pf(_operand(d2, alu.kind), p)
     out = _in_place(dst, p) if alu.fn in _IN_PLACE_UFUNCS else None
     if out is not None:  # fp32 dst: compute straight into it (NumPy copies inputs that overlap it)
         alu.fn(x, y, out=out)
@@ -381,13 +400,17 @@ _IN_PLACE_UFUNCS = frozenset({np.add, np.subtract, np.multiply, np.maximum, np.m
 def _in_place(dst: NkiTensor, p: int) -> np.ndarray | None:
     """``dst``'s numbers as a writable ``(partitions, free)`` view when a result may go there directly.
 
-    Only for settled fp32 storage seen through a direct view of its own dtype, where the store
-    would be a plain copy; ``None`` when reshaping would need a copy (then it goes through ``write``).
+    Only for fp32 storage seen through a direct view of its own dtype, where the store would be
+    a plain copy; ``None`` when reshaping would need a copy (then it goes through ``write``).
     """
     a = dst._a
-    if a.fresh or a.pending or dst._addr is not None or not (dst._dtype is F32 or dst._dtype == F32) or a.dtype != F32:
+    if a.pending or dst._addr is not None or not (dst._dtype is F32 or dst._dtype == F32) or a.dtype != F32:
         return None
-    v = dst._np()
+    if a.fresh:  # the result covers dst (the inputs are read already)
+        dst._claim()
+        v = dst._npv if dst._npv is not None else dst._view_of(a._buf)
+    else:
+        v = dst._np()
     shape = v.shape
     if len(shape) == 2 and shape[0] == p:
         return v

@@ -79,6 +79,7 @@ class Alloc:
         "f32c",
         "convert_once",
         "pending",
+        "fill",
         "metas",
         "__weakref__",
     )
@@ -100,12 +101,15 @@ class Alloc:
         else:
             self.partitions = 1
             self.bytes_pp = size * self.itemsize
-        # Fresh memory reads as NaN / 4 (see dtypes.fill_uninitialized), but the fill is deferred
+        # Fresh memory reads as NaN / 4 (see dtypes.uninitialized_value), but the fill is deferred
         # to the first access of ``data``: a tile whose first write covers all of it is never filled.
         self._buf: np.ndarray | None = np.empty(size, dtype=dt.storage_dtype(dtype)) if compute else None
         self.fresh = compute
         self.unit = 0  #: while fresh: elements per tracked unit of ``cover`` (0: nothing written yet)
         self.cover: np.ndarray | None = None  #: while fresh: which units direct stores have written
+        #: while fresh: what unwritten elements read as — None for the uninitialized pattern, or the
+        #: value (a storage-dtype scalar) of a whole-tile memset that is kept pending (see :meth:`refill`)
+        self.fill: Any = None
         self.address = 0
         self.acc_open: AccOpen | None = None  #: PSUM only: where matmuls would accumulate
         self.written = False
@@ -165,32 +169,64 @@ class Alloc:
         """
         if not self.fresh:
             return
-        last = shape[-1] if shape else 1
-        g = self.unit
-        if g == 0:
-            g = math.gcd(last, offset, self._buf.size, *strides[:-1])
+        if self.unit == 0:
+            g = math.gcd(shape[-1] if shape else 1, offset, self._buf.size, *strides[:-1])
             if g < self.MIN_UNIT:
                 self.settle()
                 return
             self.unit = g
             self.cover = np.zeros(self._buf.size // g, dtype=bool)
-        if (shape and strides[-1] != 1) or last % g or offset % g or any(s % g for s in strides[:-1]):
+        units = self._units(offset, shape, strides)
+        if units is None:
             self.settle()
             return
-        units = np.ndarray(shape[:-1] + (last // g,), bool, buffer=self.cover, offset=offset // g, strides=tuple(s // g for s in strides[:-1]) + (1,))
         units[...] = True
+
+    def _units(self, offset: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray | None:
+        """The ``cover`` bits of a geometry made of whole units, or ``None`` when it is not."""
+        g = self.unit
+        last = shape[-1] if shape else 1
+        if (shape and strides[-1] != 1) or last % g or offset % g or any(s % g for s in strides[:-1]):
+            return None
+        return np.ndarray(shape[:-1] + (last // g,), bool, buffer=self.cover, offset=offset // g, strides=tuple(s // g for s in strides[:-1]) + (1,))
+
+    def unwritten(self, offset: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> Any:
+        """While fresh: the value every element of this geometry reads as when no store has written
+        any of them (the fill, see :attr:`fill`), else ``None``. Lets an engine read such a region
+        as a constant without filling the storage."""
+        if not self.fresh:
+            return None
+        if self.cover is not None:
+            units = self._units(offset, shape, strides)
+            if units is None or units.any():
+                return None
+        return self.fill if self.fill is not None else dt.storage_dtype(self.dtype).type(dt.uninitialized_value(self.dtype))
+
+    def refill(self, value: Any) -> None:
+        """Every element now holds ``value`` (a storage-dtype scalar): a memset of the whole storage.
+
+        Nothing is written yet: the storage becomes fresh again with ``value`` as its fill, so an
+        accumulator that is zeroed and then overwritten tile by tile is never zeroed in memory.
+        """
+        self.fresh = True
+        self.cover = None
+        self.unit = 0
+        self.fill = value
+        self.version += 1
 
     #: Smallest tracked unit, in elements: finer stores settle at once (the bitmap would cost as much as the fill).
     MIN_UNIT = 32
 
     def settle(self) -> None:
-        """Fill every element no store has written with the uninitialized pattern; tracking ends."""
+        """Fill every element no store has written with the fill (the uninitialized pattern unless a
+        memset is pending); tracking ends."""
         self.fresh = False
         cover, self.cover = self.cover, None
+        value = self.fill if self.fill is not None else dt.uninitialized_value(self.dtype)
         if cover is None:
-            dt.fill_uninitialized(self._buf, self.dtype)
+            self._buf.fill(value)
         elif not cover.all():
-            self._buf.reshape(-1, self.unit)[~cover] = dt.uninitialized_value(self.dtype)
+            self._buf.reshape(-1, self.unit)[~cover] = value
 
 
 class AccOpen:

@@ -354,12 +354,7 @@ class NkiTensor:
             flush_hook()  # a deferred matmul group lands first, as for any access
         a.version += 1
         if a.fresh and self._addr is None:
-            if self.covers_storage():
-                a.overwrite_all()  # this store covers every element: filling them first would be wasted
-            elif self._dtype == a.dtype:
-                a.note_store(self._offset, self._shape, self._strides)  # the fill waits for the first read
-            else:
-                a.settle()  # a reinterpreting view: fill now
+            self._claim()
         if self._addr is None:
             target = self._npv if self._npv is not None else self._view_of(a._buf if a.fresh else self._flat())
             target[...] = vals
@@ -370,6 +365,16 @@ class NkiTensor:
                 flat[self._addr] = vals
             else:
                 flat[self._addr[self._valid]] = vals[self._valid]
+
+    def _claim(self) -> None:
+        """This direct view of fresh storage is about to be written in full: no fill goes there."""
+        a = self._a
+        if self.covers_storage():
+            a.overwrite_all()  # this store covers every element: filling them first would be wasted
+        elif self._dtype == a.dtype:
+            a.note_store(self._offset, self._shape, self._strides)  # the fill waits for the first read
+        else:
+            a.settle()  # a reinterpreting view: fill now
 
     # -- views ------------------------------------------------------------------------------------
     def _view(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int, dtype: np.dtype | None = None) -> NkiTensor:

@@ -244,6 +244,39 @@ def test_memset_on_a_psum_view_leaves_the_rest_untouched() -> None:
     np.testing.assert_array_equal(run(k), expect)
 
 
+@pytest.mark.parametrize(("dtype", "value"), [(np.float32, -1.5), (BF16, 0.1)])
+def test_a_memset_tile_added_into_slice_by_slice_reads_its_value_where_nothing_else_wrote(dtype: Any, value: float) -> None:
+    x = randn((32, 64), seed=3)
+
+    def k(x: Any) -> Any:
+        t = nl.ndarray((32, 64), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        acc = nl.ndarray((32, 4, 64), dtype, buffer=nl.sbuf)
+        nisa.memset(dst=acc, value=5.0)
+        nisa.tensor_tensor(dst=acc[:, 1, :], data1=acc[:, 1, :], data2=t, op=nl.add)  # overwritten by the next memset
+        nisa.memset(dst=acc, value=value)
+        for i in (0, 2):
+            nisa.tensor_tensor(dst=acc[:, i, :], data1=acc[:, i, :], data2=t, op=nl.add)
+        nisa.tensor_tensor(dst=acc[:, 2, :], data1=t, data2=acc[:, 2, :], op=nl.multiply)
+        return out_of(acc, (32, 4, 64), dtype)
+
+    v = np.float32(np.asarray(value, dtype=dtype))
+    added = (v + x).astype(dtype).astype(np.float32)
+    expect = np.stack([added, np.full_like(x, v), (x * added).astype(dtype).astype(np.float32), np.full_like(x, v)], axis=1)
+    np.testing.assert_array_equal(run(k, x).astype(np.float32), expect)
+
+
+def test_adding_into_a_tile_never_written_reads_the_uninitialized_pattern() -> None:
+    def k(x: Any) -> Any:
+        t = nl.ndarray((32, 64), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        acc = nl.ndarray((32, 2, 64), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=acc[:, 0, :], data1=acc[:, 0, :], data2=t, op=nl.add)
+        return out_of(acc, (32, 2, 64), nl.float32)
+
+    assert np.isnan(run(k, randn((32, 64)))).all()
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.float32])
 def test_iota_writes_the_affine_pattern(dtype: Any) -> None:
     def k() -> Any:
