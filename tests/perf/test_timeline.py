@@ -11,7 +11,7 @@ import nkiagent.emu as emu
 from nkiagent.perf import profile_kernel, profile_trace, speed_of_light
 from nkiagent.perf.report import chrome_trace, summary_text
 from nkiagent.perf.specs import get_spec
-from nkiagent.perf.timeline import schedule
+from nkiagent.perf.timeline import _Lane, schedule
 
 
 def _events(kernel, inputs, target: str = "trn1"):
@@ -70,6 +70,19 @@ def test_an_input_the_kernel_overwrites_keeps_its_write_after_read_order() -> No
     assert load_a.start_ns == load_b.start_ns == 0.0 and load_a.queues != load_b.queues  # the loads overlap
     assert load_b.end_ns < load_a.end_ns  # (so the store's data is ready long before a has been read)
     assert store.start_ns >= load_a.end_ns
+
+
+def test_a_lane_keeps_back_to_back_work_as_one_interval_and_still_fills_a_gap() -> None:
+    lane = _Lane()
+    lane.reserve(0.0, 100.0)
+    lane.reserve(100.0, 50.0)
+    lane.reserve(300.0, 50.0)
+    assert lane.iv == [(0.0, 150.0), (300.0, 350.0)]
+    assert lane.earliest(0.0, 100.0) == 150.0  # fits the idle gap [150, 300)
+    assert lane.earliest(0.0, 200.0) == 350.0  # does not: after the last interval
+    assert lane.fill(0.0, 200.0) == [(150.0, 300.0), (350.0, 400.0)]  # a DMA queue splits work across the gap
+    lane.reserve(150.0, 150.0)  # exactly the gap: its neighbours on both sides merge with it
+    assert (lane.iv, lane.ends) == ([(0.0, 350.0)], [350.0])
 
 
 def test_psum_read_waits_for_the_last_accumulating_matmul() -> None:
