@@ -18,7 +18,7 @@ import numpy as np
 from . import dtypes as dt
 from .alu import act_func, alu_op
 from .errors import NkiOutOfBoundsError, NkiTypeError, NkiValidationError, warn
-from .memory import current
+from .memory import LazyCopy, current
 from .ops import (
     ANY,
     CHECKED_GEOMETRIES_MAX,
@@ -177,7 +177,7 @@ def dma_copy(dst: Any, src: Any, priority: Any = None, oob_mode: Any = oob_mode.
     _check_indirect(src, oob_mode)
     _check_indirect(dst, oob_mode)
     record(ctx, op, "dma", (("src", src),), (("dst", dst),), **({} if ctx.trace is None else {"dge_mode": mode, "queue": engine_name(engine, "dma")}))
-    if not ctx.compute:
+    if not ctx.compute or _deferred(dst, src):
         return
     vals = src._np()
     if src.dtype != dst.dtype and not (dt.is_int(src.dtype) and dt.is_int(dst.dtype)):
@@ -187,6 +187,24 @@ def dma_copy(dst: Any, src: Any, priority: Any = None, oob_mode: Any = oob_mode.
     if src._valid is not None:  # oob_mode=skip: the skipped source elements leave dst untouched
         vals = np.where(src._valid, vals, dst._np().reshape(src.shape))
     write(ctx, dst, vals.reshape(dst.shape))
+
+
+def _deferred(dst: NkiTensor, src: NkiTensor) -> bool:
+    """Leave a plain HBM → SBUF copy pending in fresh SBUF (see :meth:`Alloc.defer`); ``True`` if so."""
+    a, sa = dst._a, src._a
+    if not (a.fresh and a.memory == "sbuf" and not sa.on_chip and not sa.fresh) or dst._addr is not None or src._addr is not None:
+        return False
+    if not (dst._dtype == a.dtype == src._dtype == sa.dtype):
+        return False
+    source = src._np().view()
+    try:
+        source.shape = dst._shape  # raises rather than copy
+    except AttributeError:
+        return False
+    if not a.defer(LazyCopy(dst._offset, dst._shape, dst._strides, dst.region(), source), sa):
+        return False
+    mark_written(dst)
+    return True
 
 
 def dma_transpose(dst: Any, src: Any, axes: Any = None, priority: Any = None, dge_mode: Any = dge_mode.unknown,

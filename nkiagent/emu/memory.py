@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import warnings
+import weakref
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from .errors import NkiCapacityError, NkiRuntimeError, NkiTypeError, NkiValidati
 from .targets import Target
 from .trace import Trace
 
-__all__ = ["Buffer", "sbuf", "psum", "hbm", "shared_hbm", "private_hbm", "BUFFERS", "Alloc", "KernelContext", "current", "plain_ints", "running"]
+__all__ = ["Buffer", "sbuf", "psum", "hbm", "shared_hbm", "private_hbm", "BUFFERS", "Alloc", "LazyCopy", "KernelContext", "current", "plain_ints", "running"]
 
 
 class Buffer:
@@ -80,6 +81,8 @@ class Alloc:
         "convert_once",
         "pending",
         "fill",
+        "lazy",
+        "readers",
         "metas",
         "__weakref__",
     )
@@ -110,6 +113,10 @@ class Alloc:
         #: while fresh: what unwritten elements read as — None for the uninitialized pattern, or the
         #: value (a storage-dtype scalar) of a whole-tile memset that is kept pending (see :meth:`refill`)
         self.fill: Any = None
+        #: while fresh: DMAs into this storage that have not landed yet, in issue order (see :meth:`defer`)
+        self.lazy: list[LazyCopy] | None = None
+        #: storages with DMAs from this one still to land: they land before anything writes here
+        self.readers: list[weakref.ref[Alloc]] | None = None
         self.address = 0
         self.acc_open: AccOpen | None = None  #: PSUM only: where matmuls would accumulate
         self.written = False
@@ -140,9 +147,10 @@ class Alloc:
         return self._buf is not None
 
     def overwrite_all(self) -> None:
-        """The caller writes every element before anything reads: skip the deferred fill."""
+        """The caller writes every element before anything reads: skip the deferred fill (and DMAs still to land)."""
         self.fresh = False
         self.cover = None
+        self.lazy = None
 
     def untouched(self) -> bool:
         """Nothing has stored into or read this storage yet, so no NumPy window onto it exists."""
@@ -212,14 +220,54 @@ class Alloc:
         self.cover = None
         self.unit = 0
         self.fill = value
+        self.lazy = None
         self.version += 1
+
+    def defer(self, copy: LazyCopy, source: Alloc) -> bool:
+        """Take a DMA of ``source``'s numbers into this fresh storage as pending instead of copying now.
+
+        Tiles loaded from HBM are mostly read only by matmuls, which can stack their operands
+        straight from the DMA's source (:meth:`~nkiagent.emu.tensor.NkiTensor._source_np`): the
+        copy then never happens. Anything else that reads or writes this storage lands it first
+        (:meth:`land`), and a write to ``source`` lands it before changing the numbers it would
+        copy. Returns ``False`` (copy now) when the destination is not made of whole tracked units;
+        the caller records the write either way (``ops.mark_written``).
+        """
+        self.note_store(copy.offset, copy.shape, copy.strides)
+        if not self.fresh:
+            return False
+        if self.lazy is None:
+            self.lazy = []
+        self.lazy.append(copy)
+        if source.readers is None:
+            source.readers = []
+        source.readers.append(weakref.ref(self))
+        return True
+
+    def land(self) -> None:
+        """Carry out the pending DMAs into this storage, in issue order."""
+        lazy, self.lazy = self.lazy, None
+        buf = self._buf
+        isz = buf.itemsize
+        for c in lazy or ():
+            np.ndarray(c.shape, buf.dtype, buffer=buf, offset=c.offset * isz, strides=tuple(s * isz for s in c.strides))[...] = c.source
+
+    def release(self) -> None:
+        """This storage is about to change: DMAs from it that have not landed land now."""
+        readers, self.readers = self.readers, None
+        for ref in readers or ():
+            reader = ref()
+            if reader is not None and reader.lazy:
+                reader.land()
 
     #: Smallest tracked unit, in elements: finer stores settle at once (the bitmap would cost as much as the fill).
     MIN_UNIT = 32
 
     def settle(self) -> None:
-        """Fill every element no store has written with the fill (the uninitialized pattern unless a
-        memset is pending); tracking ends."""
+        """Land pending DMAs and fill every element no store has written with the fill (the
+        uninitialized pattern unless a memset is pending); tracking ends."""
+        if self.lazy:
+            self.land()
         self.fresh = False
         cover, self.cover = self.cover, None
         value = self.fill if self.fill is not None else dt.uninitialized_value(self.dtype)
@@ -227,6 +275,39 @@ class Alloc:
             self._buf.fill(value)
         elif not cover.all():
             self._buf.reshape(-1, self.unit)[~cover] = value
+
+
+class LazyCopy:
+    """A DMA into on-chip storage that has not landed: where it writes and the numbers it copies.
+
+    ``source`` is a NumPy view of the source storage in the destination's shape and dtype, and
+    ``region`` the destination's box (:meth:`~nkiagent.emu.tensor.NkiTensor.region`), to tell
+    quickly which reads it may concern. It holds no reference to the destination tensor.
+    """
+
+    __slots__ = ("offset", "shape", "strides", "region", "source")
+
+    def __init__(self, offset: int, shape: tuple[int, ...], strides: tuple[int, ...], region: Any, source: np.ndarray) -> None:
+        self.offset = offset
+        self.shape = shape
+        self.strides = strides
+        self.region = region
+        self.source = source
+
+    def window(self, offset: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[slice, ...] | None:
+        """Where a view of this geometry lies in the copy's destination (index into ``source``), or
+        ``None`` unless it lies wholly inside and steps the same way."""
+        if strides != self.strides or len(shape) != len(self.shape):
+            return None
+        rel = offset - self.offset
+        coords = [0] * len(shape)
+        for i in sorted(range(len(shape)), key=lambda i: -strides[i]):
+            if strides[i] <= 0:
+                return None
+            coords[i], rel = divmod(rel, strides[i])
+        if rel or any(c < 0 or c + m > n for c, m, n in zip(coords, shape, self.shape)):
+            return None
+        return tuple(slice(c, c + m) for c, m in zip(coords, shape))
 
 
 class AccOpen:

@@ -274,7 +274,7 @@ def _stack_k(ctx: KernelContext, name: str, views: Iterable[NkiTensor], cols: in
     """
     pieces = []
     for t in views:
-        v = t._np()
+        v = t._source_np()
         pieces.append(v.reshape(v.shape[0] if v.ndim else 1, -1))
     rows = sum(p.shape[0] for p in pieces)
     out = _scratch(ctx, name, (cols, rows) if transposed else (rows, cols))

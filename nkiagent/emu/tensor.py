@@ -330,6 +330,20 @@ class NkiTensor:
             return out
         return self._view_of(flat)
 
+    def _source_np(self) -> np.ndarray:
+        """The numbers, for a read that only copies them: a view that lies inside a DMA which has
+        not landed yet (:meth:`~nkiagent.emu.memory.Alloc.defer`) reads the DMA's source instead."""
+        lazy = self._a.lazy
+        if lazy and self._addr is None and self._dtype == self._a.dtype:
+            rg = self.region()
+            for c in reversed(lazy):  # the latest DMA touching the view decides
+                if c.region.overlaps(rg):
+                    where = c.window(self._offset, self._shape, self._strides)
+                    if where is not None:
+                        return c.source[where]
+                    break
+        return self._np()
+
     def _view_of(self, flat: np.ndarray) -> np.ndarray:
         """The direct view's NumPy window onto ``flat`` (the storage in this view's dtype), kept for reuse."""
         isz = flat.itemsize
@@ -352,6 +366,8 @@ class NkiTensor:
         a = self._a
         if a.pending:
             flush_hook()  # a deferred matmul group lands first, as for any access
+        if a.readers:
+            a.release()  # DMAs from here that have not landed copy the old numbers first
         a.version += 1
         if a.fresh and self._addr is None:
             self._claim()
@@ -371,7 +387,10 @@ class NkiTensor:
         a = self._a
         if self.covers_storage():
             a.overwrite_all()  # this store covers every element: filling them first would be wasted
-        elif self._dtype == a.dtype:
+            return
+        if a.lazy:
+            a.land()  # (they come before this store)
+        if self._dtype == a.dtype:
             a.note_store(self._offset, self._shape, self._strides)  # the fill waits for the first read
         else:
             a.settle()  # a reinterpreting view: fill now

@@ -780,6 +780,45 @@ def test_nc_matmul_column_slices_of_one_block_match_numpy(rewrite: str) -> None:
     np.testing.assert_allclose(run(k, a, b), expect, rtol=1e-4, atol=1e-4)
 
 
+def test_nc_matmul_operands_loaded_by_dma_hold_the_numbers_of_the_load() -> None:
+    """Matmuls read loaded tiles straight from the DMA's source while the copy is pending: a later
+    DMA over part of a tile, and a store into the source after the load, must both be seen right."""
+    x, y, z = randn((128, 256), seed=50), randn((64, 128), seed=51), randn((128, 128), seed=52)
+    x_old = x.copy()
+
+    def k(x: Any, y: Any, z: Any) -> Any:
+        first = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=first, src=x[:, 0:128])
+        second = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=second, src=x[:, 128:256])
+        nisa.dma_copy(dst=second[0:64, :], src=y)  # later, over the first partitions of that load
+        mv = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=mv, src=z)
+        out = nl.ndarray((3, 128, 64), nl.float32, buffer=nl.shared_hbm)
+
+        def product(i: int, st: Any, m: Any) -> None:
+            p = nl.ndarray((128, 64), nl.float32, buffer=nl.psum)
+            nisa.nc_matmul(dst=p, stationary=st, moving=m)
+            s = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=s, src=p)
+            nisa.dma_copy(dst=out[i], src=s)
+
+        product(1, second, mv[:, 0:64])  # while all four loads are pending
+        sevens = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=sevens, value=7.0)
+        nisa.dma_copy(dst=x[:, 0:128], src=sevens)  # the source of `first` changes after its load
+        product(0, first, mv[:, 0:64])
+        product(2, first, mv[:, 64:128])
+        return out
+
+    got = run(k, x, y, z)
+    st0, st1 = x_old[:, :128].astype(np.float64), np.concatenate([y, x_old[64:, 128:]]).astype(np.float64)
+    z64 = z.astype(np.float64)
+    expect = np.stack([st0.T @ z64[:, :64], st1.T @ z64[:, :64], st0.T @ z64[:, 64:]])
+    np.testing.assert_allclose(got, expect, rtol=1e-4, atol=1e-4)
+    assert (x[:, :128] == 7.0).all()  # the kernel's store into its input reached the caller's array
+
+
 def test_nc_matmul_product_rows_that_became_a_psum_tile_are_not_served_again() -> None:
     """A first matmul write of a whole PSUM tile takes the rows of a wide product as the tile's
     storage. Once the tile is changed in place (here scaled, then accumulated into), later groups
