@@ -253,12 +253,17 @@ class Alloc:
             np.ndarray(c.shape, buf.dtype, buffer=buf, offset=c.offset * isz, strides=tuple(s * isz for s in c.strides))[...] = c.source
 
     def release(self) -> None:
-        """This storage is about to change: DMAs from it that have not landed land now."""
+        """This storage is about to change: DMAs from it that have not landed land now.
+
+        Their destinations count as stored to (their version moves on) although their numbers
+        do not change: arrays derived while they were pending may be views of this storage.
+        """
         readers, self.readers = self.readers, None
         for ref in readers or ():
             reader = ref()
             if reader is not None and reader.lazy:
                 reader.land()
+                reader.version += 1
 
     #: Smallest tracked unit, in elements: finer stores settle at once (the bitmap would cost as much as the fill).
     MIN_UNIT = 32

@@ -276,6 +276,10 @@ def _stack_k(ctx: KernelContext, name: str, views: Iterable[NkiTensor], cols: in
     for t in views:
         v = t._source_np()
         pieces.append(v.reshape(v.shape[0] if v.ndim else 1, -1))
+    if not transposed:
+        joined = _joined(pieces)
+        if joined is not None:
+            return joined
     rows = sum(p.shape[0] for p in pieces)
     out = _scratch(ctx, name, (cols, rows) if transposed else (rows, cols))
     r = 0
@@ -283,6 +287,24 @@ def _stack_k(ctx: KernelContext, name: str, views: Iterable[NkiTensor], cols: in
         np.copyto(out[:, r : r + p.shape[0]] if transposed else out[r : r + p.shape[0]], p.T if transposed else p, casting="unsafe")
         r += p.shape[0]
     return out
+
+
+def _joined(pieces: list[np.ndarray]) -> np.ndarray | None:
+    """The fp32 pieces as one ``[K, cols]`` array without copying, when they are consecutive rows
+    of one array (blocks loaded row block after row block from a mirrored input), else ``None``."""
+    first = pieces[0]
+    base = first.base
+    if first.dtype != F32 or base is None:
+        return None
+    step, width = first.strides[0], first.shape[1]
+    start = first.__array_interface__["data"][0]
+    at = start
+    for p in pieces:
+        if p.base is not base or p.dtype != F32 or p.strides != first.strides or p.shape[1] != width or p.__array_interface__["data"][0] != at:
+            return None
+        at += p.shape[0] * step
+    rows = (at - start) // step
+    return np.ndarray((rows, width), F32, buffer=base, offset=start - base.__array_interface__["data"][0], strides=first.strides)
 
 
 def _stacked_moving(ctx: KernelContext, g: MatmulGroup) -> np.ndarray:

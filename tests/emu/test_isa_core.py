@@ -819,6 +819,38 @@ def test_nc_matmul_operands_loaded_by_dma_hold_the_numbers_of_the_load() -> None
     assert (x[:, :128] == 7.0).all()  # the kernel's store into its input reached the caller's array
 
 
+def test_nc_matmul_stationary_block_multiplied_straight_from_its_source_sees_the_source_change() -> None:
+    """fp32 operand blocks loaded row block after row block are multiplied straight from the
+    source's storage, and the stacked block is kept for the next moving slice: once the kernel
+    overwrites the source, the block still holds the loaded numbers."""
+    a, b = randn((256, 256), seed=53), randn((256, 256), seed=54)
+    a_old = a.copy()
+
+    def k(x: Any, y: Any) -> Any:
+        blk = nl.ndarray((128, 2, 256), nl.float32, buffer=nl.sbuf)
+        mv = nl.ndarray((128, 2, 256), nl.float32, buffer=nl.sbuf)
+        for kt in nl.affine_range(2):
+            nisa.dma_copy(dst=blk[:, kt, :], src=x[kt * 128 : (kt + 1) * 128, :])
+            nisa.dma_copy(dst=mv[:, kt, :], src=y[kt * 128 : (kt + 1) * 128, :])
+        out = nl.ndarray((256, 256), nl.float32, buffer=nl.shared_hbm)
+        for d in nl.sequential_range(2):
+            if d == 1:
+                zeros = nl.ndarray((128, 256), nl.float32, buffer=nl.sbuf)
+                nisa.memset(dst=zeros, value=0.0)
+                nisa.dma_copy(dst=x[0:128, :], src=zeros)
+            for c in nl.sequential_range(2):
+                p = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
+                for kt in nl.affine_range(2):
+                    nisa.nc_matmul(dst=p, stationary=blk[:, kt, c * 128 : (c + 1) * 128], moving=mv[:, kt, d * 128 : (d + 1) * 128])
+                s = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+                nisa.tensor_copy(dst=s, src=p)
+                nisa.dma_copy(dst=out[c * 128 : (c + 1) * 128, d * 128 : (d + 1) * 128], src=s)
+        return out
+
+    np.testing.assert_allclose(run(k, a, b), a_old.astype(np.float64).T @ b.astype(np.float64), rtol=1e-4, atol=1e-4)
+    assert (a[:128] == 0).all()
+
+
 def test_nc_matmul_product_rows_that_became_a_psum_tile_are_not_served_again() -> None:
     """A first matmul write of a whole PSUM tile takes the rows of a wide product as the tile's
     storage. Once the tile is changed in place (here scaled, then accumulated into), later groups
