@@ -42,7 +42,7 @@ def timing_only() -> dict[str, float]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def tracing_overhead(reps: int = 11) -> dict[str, float]:
+def tracing_overhead(reps: int = 21) -> dict[str, float]:
     """Plain runs alternated with traced runs whose trace is scheduled (the timeline) and then
     summarized (the profile), so that machine drift hits both alike.
 

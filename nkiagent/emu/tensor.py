@@ -416,29 +416,30 @@ class NkiTensor:
         anything unusual (negative or out-of-bounds bounds, steps, ellipsis, grids, NumPy ints)
         falls through to :meth:`__getitem__`'s full rules and their error texts.
         """
-        shape = self._shape
-        strides = self._strides
         if type(index) is not tuple:
             index = (index,)
-        if strides is None or len(index) != len(shape):
-            return None
-        ctx = _memory._CURRENT
-        if ctx is not None and ctx.api == "0.1":
-            return None
         # Loops index the same tiles with the same indices again and again: hand back the view
         # made before (views are immutable values), with everything cached on it — checks passed,
-        # trace records, NumPy window. Index items are turned into a hashable key on the way.
+        # trace records, NumPy window. Index items are turned into a hashable key on the way; a
+        # key found passed every check below when its view was made.
         key = tuple([(slice, i.start, i.stop, i.step) if type(i) is slice else (DynSlice, i.start, i.size) if type(i) is DynSlice else i for i in index])
         vc = self._vc
-        if vc is None:
-            vc = self._vc = {}
-        else:
+        if vc is not None:
             try:
                 view = vc.get(key)
             except TypeError:  # an unhashable index item (a list, an array …): the general path says what is wrong
                 return None
             if view is not None:
                 return view
+        shape = self._shape
+        strides = self._strides
+        if strides is None or len(index) != len(shape):
+            return None
+        ctx = _memory._CURRENT
+        if ctx is not None and ctx.api == "0.1":
+            return None
+        if vc is None:
+            vc = self._vc = {}
         a = self._a
         on_chip = a.on_chip
         offset = self._offset
