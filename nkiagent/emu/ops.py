@@ -270,7 +270,8 @@ def _stack_k(ctx: KernelContext, name: str, views: Iterable[NkiTensor], cols: in
 
     ``[K, cols]``, or ``[cols, K]`` C-contiguous when ``transposed`` (the layout OpenBLAS runs
     fastest for a narrow stationary operand). Conversion from the storage dtype (bf16, fp8 …)
-    happens in the same copy, so no fp32 copy of a whole operand block is ever made.
+    happens in the same copy, so no fp32 copy of a whole operand block is ever made; fp32
+    pieces that already lie as ``[K, cols]`` rows of one array are not copied at all.
     """
     pieces = []
     for t in views:
@@ -291,12 +292,12 @@ def _stack_k(ctx: KernelContext, name: str, views: Iterable[NkiTensor], cols: in
 
 def _joined(pieces: list[np.ndarray]) -> np.ndarray | None:
     """The fp32 pieces as one ``[K, cols]`` array without copying, when they are consecutive rows
-    of one array (blocks loaded row block after row block from a mirrored input), else ``None``."""
+    of one array (row blocks of one tile, or of an fp32 input that pending DMAs read), else ``None``."""
     first = pieces[0]
     base = first.base
-    if first.dtype != F32 or base is None:
-        return None
     step, width = first.strides[0], first.shape[1]
+    if first.dtype != F32 or base is None or step <= 0:
+        return None
     start = first.__array_interface__["data"][0]
     at = start
     for p in pieces:
