@@ -360,23 +360,19 @@ def _apply(alu: Any, a: np.ndarray, b: Any, reverse: bool = False) -> np.ndarray
 
 
 def _values(t: NkiTensor, alu_kind: str) -> np.ndarray:
+    """An ALU input: int64 for bitwise ops, else fp32. Where no store has written any of the
+    view's elements since a whole-tile memset (or ever), that fill broadcast to its shape: an
+    accumulator zeroed and then added into is read without being zeroed in memory first."""
     if alu_kind == "bitvec":
         if not dt.is_int(t.dtype):
             raise NkiTypeError("err_bitvec_dtype", f"bitwise operations need integer tensors, `{t.name}` is {dt.dtype_name(t.dtype)}")
         return t._np().astype(np.int64)
-    return f32(t)
-
-
-def _operand(t: NkiTensor, alu_kind: str) -> np.ndarray:
-    """An element-wise input: :func:`_values`, or, where no store has written any of the view's
-    elements since a whole-tile memset (or ever), that fill broadcast to its shape — an
-    accumulator zeroed and then added into is read without being zeroed in memory first."""
     a = t._a
-    if a.fresh and alu_kind != "bitvec" and t._addr is None and t._dtype == a.dtype:
+    if a.fresh and t._addr is None and t._dtype == a.dtype:
         value = a.unwritten(t._offset, t._shape, t._strides)
         if value is not None:
             return np.broadcast_to(np.float32(value), t._shape)
-    return _values(t, alu_kind)
+    return f32(t)
 
 
 def tensor_tensor(dst: Any, data1: Any, data2: Any, op: Any, engine: Any = engine.unknown, name: Any = None) -> None:
@@ -397,7 +393,7 @@ def tensor_tensor(dst: Any, data1: Any, data2: Any, op: Any, engine: Any = engin
     if not ctx.compute:
         return
     p = _p(d1)
-    x, y = _pf(_operand(d1, alu.kind), p), _pf(_operand(d2, alu.kind), p)
+    x, y = _pf(_values(d1, alu.kind), p), _pf(_values(d2, alu.kind), p)
     out = _in_place(dst, p) if alu.fn in _IN_PLACE_UFUNCS else None
     if out is not None:  # fp32 dst: compute straight into it (NumPy copies inputs that overlap it)
         alu.fn(x, y, out=out)
@@ -426,9 +422,7 @@ def _in_place(dst: NkiTensor, p: int) -> np.ndarray | None:
         return None
     if a.fresh:  # the result covers dst (the inputs are read already)
         dst._claim()
-        v = dst._npv if dst._npv is not None else dst._view_of(a._buf)
-    else:
-        v = dst._np()
+    v = dst._target()
     shape = v.shape
     if len(shape) == 2 and shape[0] == p:
         return v

@@ -372,8 +372,7 @@ class NkiTensor:
         if a.fresh and self._addr is None:
             self._claim()
         if self._addr is None:
-            target = self._npv if self._npv is not None else self._view_of(a._buf if a.fresh else self._flat())
-            target[...] = vals
+            self._target()[...] = vals
         else:
             flat = self._flat()
             vals = np.broadcast_to(vals, self._shape)
@@ -381,6 +380,15 @@ class NkiTensor:
                 flat[self._addr] = vals
             else:
                 flat[self._addr[self._valid]] = vals[self._valid]
+
+    def _target(self) -> np.ndarray:
+        """The direct view's window for a store that :meth:`_claim` has made room for: fresh
+        storage is written as it is, without landing its fill first."""
+        v = self._npv
+        if v is not None:
+            return v
+        a = self._a
+        return self._view_of(a._buf if a.fresh else self._flat())
 
     def _claim(self) -> None:
         """This direct view of fresh storage is about to be written in full: no fill goes there."""

@@ -266,6 +266,26 @@ def test_a_memset_tile_added_into_slice_by_slice_reads_its_value_where_nothing_e
     np.testing.assert_array_equal(run(k, x).astype(np.float32), expect)
 
 
+def test_scalar_ops_and_reductions_read_a_memset_tile_where_nothing_else_wrote() -> None:
+    def k(x: Any) -> Any:
+        t = nl.ndarray((32, 2, 64), nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=2.0)
+        nisa.dma_copy(dst=t[:, 0, :], src=x)
+        out = nl.ndarray((32, 3, 64), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=out[:, 0, :], data=t[:, 1, :], op0=nl.multiply, operand0=3.0)
+        nisa.tensor_scalar(dst=out[:, 1, :], data=t[:, 0, :], op0=nl.multiply, operand0=3.0)
+        nisa.tensor_reduce(dst=out[:, 2, 0:1], op=nl.add, data=t[:, 1, :], axis=1)
+        nisa.tensor_reduce(dst=out[:, 2, 1:2], op=nl.add, data=t, axis=(1, 2))
+        return out_of(out, (32, 3, 64), nl.float32)
+
+    x = randn((32, 64), seed=4)
+    got = run(k, x)
+    np.testing.assert_array_equal(got[:, 0], np.full((32, 64), 6.0, np.float32))
+    np.testing.assert_array_equal(got[:, 1], x * 3)
+    np.testing.assert_array_equal(got[:, 2, 0], np.full(32, 128.0, np.float32))
+    np.testing.assert_allclose(got[:, 2, 1], x.sum(axis=1) + 128.0, rtol=1e-5)
+
+
 def test_adding_into_a_tile_never_written_reads_the_uninitialized_pattern() -> None:
     def k(x: Any) -> Any:
         t = nl.ndarray((32, 64), nl.float32, buffer=nl.sbuf)
