@@ -685,9 +685,9 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: boo
     if tile_position or tile_size:
         k, m, n, fp32 = _check_matmul(ctx.target, st, mv, dst, bool(is_transpose), (tuple(tile_position), tuple(tile_size)))
     else:
-        # The rules depend only on the three operand geometries (numbered by the operand checks
-        # they passed) and the target: a kernel's inner loop repeats a few combinations.
-        combo = (st._ok.serial, mv._ok.serial, dst._ok.serial, bool(is_transpose))
+        # The rules depend only on the operands' shapes and dtypes, dst's geometry (numbered by the
+        # operand checks it passed: its PSUM bank) and the target: an inner loop repeats a few.
+        combo = (st._shape, st._dtype, mv._shape, mv._dtype, dst._ok.serial, bool(is_transpose))
         checked = ctx.matmuls_checked
         facts = checked.get(combo)
         if facts is None:

@@ -87,6 +87,61 @@ def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+#: Where a simple index puts a view, ``(shape, strides, offset)``, by the indexed view's geometry
+#: and the index (see :meth:`NkiTensor._simple_view`).
+_SIMPLE_VIEWS: dict[tuple[Any, ...], tuple[tuple[int, ...], tuple[int, ...], int]] = {}
+_SIMPLE_VIEWS_MAX = 65536
+
+
+def _simple_geometry(
+    shape: tuple[int, ...], strides: tuple[int, ...], offset: int, on_chip: bool, pdim: int, index: tuple[Any, ...]
+) -> tuple[tuple[int, ...], tuple[int, ...], int] | None:
+    """The geometry of the view an everyday index makes (one in-bounds int, unit-step slice or
+    ``nl.ds`` of ints per dimension), or ``None`` when the index needs the general rules."""
+    new_shape: list[int] = []
+    new_strides: list[int] = []
+    dropped: list[int] = []
+    for dim, item in enumerate(index):
+        n = shape[dim]
+        s = strides[dim]
+        kind = type(item)
+        if kind is int:
+            if not 0 <= item < n:
+                return None
+            offset += item * s
+            if not on_chip or (dim != 0 and dim != pdim):
+                dropped.append(len(new_shape))
+            new_shape.append(1)
+            new_strides.append(s)
+            continue
+        if kind is slice:
+            if item.step is not None:
+                return None
+            start, stop = item.start, item.stop
+            if start is None:
+                start = 0
+            if stop is None:
+                stop = n
+        elif kind is DynSlice:
+            start, stop = item.start, item.size
+            if type(start) is not int or type(stop) is not int:
+                return None
+            stop += start
+        else:
+            return None
+        if type(start) is not int or type(stop) is not int or not 0 <= start <= stop <= n:
+            return None
+        offset += start * s
+        new_shape.append(stop - start)
+        new_strides.append(s)
+    keep_min = 2 if on_chip else 0  # as in __getitem__: integer-indexed free dims drop, leaving on-chip tensors ≥ 2-D
+    for pos in reversed(dropped):
+        if len(new_shape) > keep_min:
+            del new_shape[pos]
+            del new_strides[pos]
+    return tuple(new_shape), tuple(new_strides), offset
+
+
 class NkiTensor:
     """A view of an allocation. See the module docstring for what it refuses to do."""
 
@@ -446,55 +501,26 @@ class NkiTensor:
         ctx = _memory._CURRENT
         if ctx is not None and ctx.api == "0.1":
             return None
+        a = self._a
+        # A tensor met for the first time (a fresh tile per loop iteration) often has the geometry
+        # of one met before: where the index puts a view depends only on that geometry.
+        where = (shape, strides, self._offset, a.on_chip, a.pdim, key)
+        try:
+            found = _SIMPLE_VIEWS.get(where)
+        except TypeError:  # an unhashable index item (a list, an array …): the general path says what is wrong
+            return None
+        if found is None:
+            found = _simple_geometry(shape, strides, self._offset, a.on_chip, a.pdim, index)
+            if found is None:
+                return None
+            if len(_SIMPLE_VIEWS) >= _SIMPLE_VIEWS_MAX:  # bounded: a long-lived process runs kernel after kernel
+                _SIMPLE_VIEWS.clear()
+            _SIMPLE_VIEWS[where] = found  # hashable, and holds no objects: every item passed the int / slice / nl.ds checks
+        view = NkiTensor(a, found[0], found[1], found[2], self._dtype)
         if vc is None:
             vc = self._vc = {}
-        a = self._a
-        on_chip = a.on_chip
-        offset = self._offset
-        new_shape: list[int] = []
-        new_strides: list[int] = []
-        dropped: list[int] = []
-        for dim, item in enumerate(index):
-            n = shape[dim]
-            s = strides[dim]
-            kind = type(item)
-            if kind is int:
-                if not 0 <= item < n:
-                    return None
-                offset += item * s
-                if not on_chip or (dim != 0 and dim != a.pdim):
-                    dropped.append(len(new_shape))
-                new_shape.append(1)
-                new_strides.append(s)
-                continue
-            if kind is slice:
-                if item.step is not None:
-                    return None
-                start, stop = item.start, item.stop
-                if start is None:
-                    start = 0
-                if stop is None:
-                    stop = n
-            elif kind is DynSlice:
-                start, stop = item.start, item.size
-                if type(start) is not int or type(stop) is not int:
-                    return None
-                stop += start
-            else:
-                return None
-            if type(start) is not int or type(stop) is not int or not 0 <= start <= stop <= n:
-                return None
-            offset += start * s
-            new_shape.append(stop - start)
-            new_strides.append(s)
-        keep_min = 2 if on_chip else 0  # as below: integer-indexed free dims drop, leaving on-chip tensors ≥ 2-D
-        for pos in reversed(dropped):
-            if len(new_shape) > keep_min:
-                del new_shape[pos]
-                del new_strides[pos]
-        view = NkiTensor(a, tuple(new_shape), tuple(new_strides), offset, self._dtype)
         if len(vc) < self._VIEWS_KEPT:
-            vc[key] = view  # hashable: every item passed the int / slice / nl.ds checks above
+            vc[key] = view
         return view
 
     #: Views remembered per tensor: a tile's loop indices, not every slice of a huge HBM tensor.
