@@ -290,7 +290,7 @@ class LazyCopy:
     quickly which reads it may concern. It holds no reference to the destination tensor.
     """
 
-    __slots__ = ("offset", "shape", "strides", "region", "source")
+    __slots__ = ("offset", "shape", "strides", "region", "source", "order")
 
     def __init__(self, offset: int, shape: tuple[int, ...], strides: tuple[int, ...], region: Any, source: np.ndarray) -> None:
         self.offset = offset
@@ -298,21 +298,28 @@ class LazyCopy:
         self.strides = strides
         self.region = region
         self.source = source
+        #: the dimensions from the largest stride down, to split an offset into coordinates; ``None``
+        #: when a stride is not positive (then no view is taken to lie inside)
+        self.order = tuple(sorted(range(len(shape)), key=lambda i: -strides[i])) if all(s > 0 for s in strides) else None
 
     def window(self, offset: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[slice, ...] | None:
         """Where a view of this geometry lies in the copy's destination (index into ``source``), or
         ``None`` unless it lies wholly inside and steps the same way."""
-        if strides != self.strides or len(shape) != len(self.shape):
+        order = self.order
+        if strides != self.strides or order is None or len(shape) != len(self.shape):
             return None
         rel = offset - self.offset
         coords = [0] * len(shape)
-        for i in sorted(range(len(shape)), key=lambda i: -strides[i]):
-            if strides[i] <= 0:
-                return None
+        for i in order:
             coords[i], rel = divmod(rel, strides[i])
-        if rel or any(c < 0 or c + m > n for c, m, n in zip(coords, shape, self.shape)):
+        if rel:
             return None
-        return tuple(slice(c, c + m) for c, m in zip(coords, shape))
+        where = []
+        for c, m, n in zip(coords, shape, self.shape):
+            if c < 0 or c + m > n:
+                return None
+            where.append(slice(c, c + m))
+        return tuple(where)
 
 
 class AccOpen:

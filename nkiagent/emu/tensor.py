@@ -145,7 +145,7 @@ def _simple_geometry(
 class NkiTensor:
     """A view of an allocation. See the module docstring for what it refuses to do."""
 
-    __slots__ = ("_a", "_shape", "_strides", "_offset", "_dtype", "_addr", "_valid", "_npv", "_meta", "_ok", "_sp", "_rg", "_lg", "_vc", "__weakref__")
+    __slots__ = ("_a", "_shape", "_strides", "_offset", "_dtype", "_addr", "_valid", "_npv", "_meta", "_ok", "_sp", "_rg", "_lg", "_vc", "_cv", "__weakref__")
     __array_ufunc__ = None  # NumPy ufuncs on tiles raise TypeError: no free host compute.
     __array_priority__ = 1000
 
@@ -177,10 +177,13 @@ class NkiTensor:
         self._rg: Region | None = None  # region() of a direct view (its geometry never changes)
         self._lg: Any = None  # 0.1 front-end facts: mask box of a result, index-grid dims, deferred bounds errors
         self._vc: dict[tuple[Any, ...], NkiTensor] | None = None  # views of this one by simple index (_simple_view)
+        self._cv: bool | None = None  # covers_storage(), once asked (its geometry never changes)
 
     @classmethod
     def _whole(cls, alloc: Alloc) -> NkiTensor:
-        return cls(alloc, alloc.shape, _row_major(alloc.shape), 0, alloc.dtype)
+        whole = cls(alloc, alloc.shape, _row_major(alloc.shape), 0, alloc.dtype)
+        whole._cv = True
+        return whole
 
     # -- public attributes (metadata only) -------------------------------------------------------
     @property
@@ -344,7 +347,10 @@ class NkiTensor:
 
     def covers_storage(self) -> bool:
         """True when this direct view is every element of its storage, once each, in order."""
-        return self._addr is None and self._offset == 0 and self.size == self._storage_elems() and self.is_contiguous()
+        cv = self._cv
+        if cv is None:
+            cv = self._cv = self._addr is None and self._offset == 0 and self.size == self._storage_elems() and self.is_contiguous()
+        return cv
 
     def is_contiguous(self) -> bool:
         """True when the view is a dense row-major block (``NkiTensor.is_contiguous``)."""
