@@ -236,6 +236,11 @@ class _Range:
         ctx.loops.append(frame)
         outer = ctx.loops_now  # (the enclosing loops stay put while this one runs)
         try:
+            if ctx.trace is None:  # only trace records carry ``loops_now``
+                for i in self.rng:
+                    frame[2] = i
+                    yield i
+                return
             for i in self.rng:
                 frame[2] = i
                 ctx.loops_now = (*outer, (uid, kind, i))
