@@ -233,17 +233,19 @@ def _wide_key(g: MatmulGroup) -> tuple[tuple[Any, ...], int, int, int] | None:
     parts: list[Any] = []
     c0 = width = last = -1
     for st, mv in g.views:
+        strides = st._strides
+        if st._addr is not None or mv._addr is not None or strides is None or len(strides) != 2 or strides[1] != 1:
+            return None
         a = st._a
-        if st._addr is not None or mv._addr is not None or len(st._shape) != 2 or st._strides is None or st._strides[1] != 1:
-            return None
-        last = a.shape[-1]
-        off = st._offset % last
-        m = st._shape[1]
         if c0 < 0:
-            c0, width = off, m
-        if off != c0 or m != width or c0 + m > last or last <= m or last > WIDE_ROWS_MAX:
+            last, width = a.shape[-1], st._shape[1]
+            c0 = st._offset % last
+            if c0 + width > last or last <= width or last > WIDE_ROWS_MAX:
+                return None
+        elif a.shape[-1] != last or st._offset % last != c0 or st._shape[1] != width:
             return None
-        parts.append((a.uid, a.version, st._offset - c0, st._strides, mv._a.uid, mv._a.version, mv._offset, mv._shape, mv._strides))
+        ma = mv._a
+        parts.append((a.uid, a.version, st._offset - c0, strides, ma.uid, ma.version, mv._offset, mv._shape, mv._strides))
     return tuple(parts), c0, width, last
 
 
@@ -527,8 +529,11 @@ CHECKED_GEOMETRIES_MAX = 65536
 
 def check_compute_operand(ctx: KernelContext, op: str, role: str, t: Any, engine: str, allowed: frozenset[str] = ON_CHIP) -> NkiTensor:
     """A compute-engine operand: tensor, on chip, engine may touch its memory, partition rules, free-size cap."""
-    t = require_tensor(op, role, t)
     key = (engine, allowed, role == "dst")
+    ok = t._ok if type(t) is NkiTensor else None
+    if ok is not None and key in ok:
+        return t  # (the everyday case, first: a geometry that passed these checks before)
+    t = require_tensor(op, role, t)
     ok = t._ok
     if ok is None and t._addr is None:
         # The checks depend only on the view's geometry within a storage of its memory and row size,
