@@ -201,7 +201,7 @@ def _deferred(dst: NkiTensor, src: NkiTensor) -> bool:
         source.shape = dst._shape  # raises rather than copy
     except AttributeError:
         return False
-    if not a.defer(LazyCopy(dst._offset, dst._shape, dst._strides, dst.region(), source), sa):
+    if not a.defer(LazyCopy(dst._offset, dst._shape, dst._strides, dst.region(), source, sa), sa):
         return False
     mark_written(dst)
     return True

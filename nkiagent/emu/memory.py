@@ -227,7 +227,7 @@ class Alloc:
         """Take a DMA of ``source``'s numbers into this fresh storage as pending instead of copying now.
 
         Tiles loaded from HBM are mostly read only by matmuls, which can stack their operands
-        straight from the DMA's source (:meth:`~nkiagent.emu.tensor.NkiTensor._source_np`): the
+        straight from the DMA's source (:meth:`~nkiagent.emu.tensor.NkiTensor._source`): the
         copy then never happens. Anything else that reads or writes this storage lands it first
         (:meth:`land`), and a write to ``source`` lands it before changing the numbers it would
         copy. Returns ``False`` (copy now) when the destination is not made of whole tracked units;
@@ -285,19 +285,20 @@ class Alloc:
 class LazyCopy:
     """A DMA into on-chip storage that has not landed: where it writes and the numbers it copies.
 
-    ``source`` is a NumPy view of the source storage in the destination's shape and dtype, and
+    ``source`` is a NumPy view of the source storage (``origin``) in the destination's shape and dtype, and
     ``region`` the destination's box (:meth:`~nkiagent.emu.tensor.NkiTensor.region`), to tell
     quickly which reads it may concern. It holds no reference to the destination tensor.
     """
 
-    __slots__ = ("offset", "shape", "strides", "region", "source", "order")
+    __slots__ = ("offset", "shape", "strides", "region", "source", "origin", "order")
 
-    def __init__(self, offset: int, shape: tuple[int, ...], strides: tuple[int, ...], region: Any, source: np.ndarray) -> None:
+    def __init__(self, offset: int, shape: tuple[int, ...], strides: tuple[int, ...], region: Any, source: np.ndarray, origin: Alloc) -> None:
         self.offset = offset
         self.shape = shape
         self.strides = strides
         self.region = region
         self.source = source
+        self.origin = origin  #: the storage ``source`` views (its uid and version name the numbers)
         #: the dimensions from the largest stride down, to split an offset into coordinates; ``None``
         #: when a stride is not positive (then no view is taken to lie inside)
         self.order = tuple(sorted(range(len(shape)), key=lambda i: -strides[i])) if all(s > 0 for s in strides) else None
@@ -430,7 +431,7 @@ class KernelContext:
         self.mm_group: Any = None  #: consecutive matmuls accumulating into one PSUM tile, computed as one GEMM
         self.mm_wide: Any = None  #: the wide product held for later groups: see ops._product
         self.mm_wide_sites: dict[tuple[Any, ...], bool] = {}  #: whether wide products of blocks from a source line paid off (ops._product)
-        self.mm_wide_st: Any = None  #: (stationary key, its stacked fp32 block): see ops._wide_stationary
+        self.mm_wide_st: dict[tuple[Any, ...], np.ndarray] = {}  #: stacked fp32 stationary blocks by where their numbers come from: see ops._wide_stationary
         #: operand checks passed, by view geometry (ops.check_compute_operand); they depend on the target, so per run
         self.checked: dict[tuple[Any, ...], set[Any]] = {}
         #: nc_matmul operand combinations that passed its rules, by operand-check serials (isa.nc_matmul)

@@ -271,20 +271,29 @@ def _stack_k(ctx: KernelContext, name: str, views: Iterable[NkiTensor], cols: in
     """The operand views' numbers stacked along K (their partition dim) as fp32, in one pass each.
 
     ``[K, cols]``, or ``[cols, K]`` C-contiguous when ``transposed`` (the layout OpenBLAS runs
-    fastest for a narrow stationary operand). Conversion from the storage dtype (bf16, fp8 …)
-    happens in the same copy, so no fp32 copy of a whole operand block is ever made; fp32
-    pieces that already lie as ``[K, cols]`` rows of one array are not copied at all.
+    fastest for a narrow stationary operand), in the reusable work array ``name``; fp32 pieces
+    that already lie as ``[K, cols]`` rows of one array are not copied at all.
     """
-    pieces = []
-    for t in views:
-        v = t._source_np()
-        pieces.append(v.reshape(v.shape[0] if v.ndim else 1, -1))
+    pieces = [_piece(t._source()[0]) for t in views]
     if not transposed:
         joined = _joined(pieces)
         if joined is not None:
             return joined
     rows = sum(p.shape[0] for p in pieces)
-    out = _scratch(ctx, name, (cols, rows) if transposed else (rows, cols))
+    return _stacked(pieces, _scratch(ctx, name, (cols, rows) if transposed else (rows, cols)), transposed)
+
+
+def _piece(v: np.ndarray) -> np.ndarray:
+    """An operand's numbers as ``[K, free]``."""
+    return v.reshape(v.shape[0] if v.ndim else 1, -1)
+
+
+def _stacked(pieces: list[np.ndarray], out: np.ndarray, transposed: bool = False) -> np.ndarray:
+    """Copy ``pieces`` into ``out`` one after another along K.
+
+    Conversion from the storage dtype (bf16, fp8 …) happens in the same copy, so no fp32 copy
+    of a whole operand block is ever made.
+    """
     r = 0
     for p in pieces:
         np.copyto(out[:, r : r + p.shape[0]] if transposed else out[r : r + p.shape[0]], p.T if transposed else p, casting="unsafe")
@@ -315,18 +324,38 @@ def _stacked_moving(ctx: KernelContext, g: MatmulGroup) -> np.ndarray:
     return _stack_k(ctx, "moving", [mv for _, mv in g.views], g.dst.size // g.rows)
 
 
-def _wide_stationary(ctx: KernelContext, key: tuple[Any, ...], g: MatmulGroup, c0: int, last: int) -> np.ndarray:
-    """The widened stationary block, K-major fp32; kept while the next wide product has the same one.
+#: Stacked stationary blocks a run keeps (see :func:`_wide_stationary`), and their bytes at most.
+WIDE_ST_KEPT = 2
+WIDE_ST_BYTES_MAX = 64 << 20
+
+
+def _wide_stationary(ctx: KernelContext, g: MatmulGroup, c0: int, last: int) -> np.ndarray:
+    """The widened stationary block, K-major fp32, kept by where its numbers come from.
 
     Tutorial kernels multiply one stationary block by several moving slices in turn (one wide
-    product each), so the block is stacked and converted once per version, not per product.
+    product each), and load the same input rows into a fresh block for every output stripe:
+    a block is stacked and converted once per version of the storage its numbers are read
+    from (the SBUF tile, or the HBM tensor a pending DMA copies), not per product or per load.
+    The last few blocks are kept; fp32 pieces that already lie as ``[K, last]`` rows of one
+    array are used where they lie.
     """
-    st_key = tuple([part[:4] for part in key])  # the stationary half of each piece's key
+    pieces, key = [], []
+    for t in _widened(g, c0, last):
+        v, origin = t._source()
+        p = _piece(v)
+        pieces.append(p)
+        key.append((origin.uid, origin.version, p.__array_interface__["data"][0], p.shape, p.strides, p.dtype))
+    joined = _joined(pieces)
+    if joined is not None:
+        return joined
     held = ctx.mm_wide_st
-    if held is not None and held[0] == st_key:
-        return held[1]
-    block = _stack_k(ctx, "wide_st", _widened(g, c0, last), last)
-    ctx.mm_wide_st = (st_key, block)
+    block = held.get(tuple(key))
+    if block is None:
+        block = _stacked(pieces, np.empty((sum(p.shape[0] for p in pieces), last), F32))
+        while held and (len(held) >= WIDE_ST_KEPT or sum(b.nbytes for b in held.values()) + block.nbytes > WIDE_ST_BYTES_MAX):
+            del held[next(iter(held))]  # the oldest first
+        if block.nbytes <= WIDE_ST_BYTES_MAX:
+            held[tuple(key)] = block
     return block
 
 
@@ -382,7 +411,7 @@ def _product(ctx: KernelContext, g: MatmulGroup, keep: bool) -> np.ndarray:
             if held.full is None:
                 moving = _stacked_moving(ctx, g)
                 # a transposed view of the K-major block: BLAS reads it as is, no [M, K] copy
-                held.full = np.matmul(_wide_stationary(ctx, key, g, c0, last).T, moving)
+                held.full = np.matmul(_wide_stationary(ctx, g, c0, last).T, moving)
             if keep:
                 held.lent.append((c0, c0 + width))
             return held.full[c0 : c0 + width]

@@ -391,9 +391,10 @@ class NkiTensor:
             return out
         return self._view_of(flat)
 
-    def _source_np(self) -> np.ndarray:
-        """The numbers, for a read that only copies them: a view that lies inside a DMA which has
-        not landed yet (:meth:`~nkiagent.emu.memory.Alloc.defer`) reads the DMA's source instead."""
+    def _source(self) -> tuple[np.ndarray, Alloc]:
+        """The numbers, for a read that only copies them, and the storage they are a view of: a view
+        that lies inside a DMA which has not landed yet (:meth:`~nkiagent.emu.memory.Alloc.defer`)
+        reads the DMA's source instead."""
         lazy = self._a.lazy
         if lazy and self._addr is None and self._dtype == self._a.dtype:
             rg = self.region()
@@ -401,9 +402,9 @@ class NkiTensor:
                 if c.region.overlaps(rg):
                     where = c.window(self._offset, self._shape, self._strides)
                     if where is not None:
-                        return c.source[where]
+                        return c.source[where], c.origin
                     break
-        return self._np()
+        return self._np(), self._a
 
     def _view_of(self, flat: np.ndarray) -> np.ndarray:
         """The direct view's NumPy window onto ``flat`` (the storage in this view's dtype), kept for reuse."""

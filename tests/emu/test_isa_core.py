@@ -847,6 +847,44 @@ def test_nc_matmul_operands_loaded_by_dma_hold_the_numbers_of_the_load() -> None
     assert (x[:, :128] == 7.0).all()  # the kernel's store into its input reached the caller's array
 
 
+@pytest.mark.parametrize("rewrite", [False, True])
+def test_nc_matmul_stationary_reloaded_per_stripe_sees_a_rewritten_input(rewrite: bool) -> None:
+    """The tutorial's fully optimized loop loads the same bf16 input rows into a fresh stationary
+    block for every output stripe, and the emulator converts those rows once for all stripes.
+    An input the kernel overwrites between stripes must be read anew by the next stripe."""
+    bf16 = ml_dtypes.bfloat16
+    a, b = randn((256, 256), seed=46, dtype=bf16), randn((256, 256), seed=47, dtype=bf16)
+    a_old = a.copy()
+
+    def k(x: Any, y: Any) -> Any:
+        out = nl.ndarray((256, 256), nl.float32, buffer=nl.shared_hbm)
+        for d in nl.sequential_range(2):
+            if d == 1 and rewrite:
+                halves = nl.ndarray((128, 256), nl.bfloat16, buffer=nl.sbuf)
+                nisa.memset(dst=halves, value=0.5)
+                nisa.dma_copy(dst=x[0:128, :], src=halves)
+            blk = nl.ndarray((128, 2, 256), nl.bfloat16, buffer=nl.sbuf)
+            mv = nl.ndarray((128, 2, 128), nl.bfloat16, buffer=nl.sbuf)
+            for kt in nl.affine_range(2):
+                nisa.dma_copy(dst=blk[:, kt, :], src=x[kt * 128 : (kt + 1) * 128, :])
+                nisa.dma_copy(dst=mv[:, kt, :], src=y[kt * 128 : (kt + 1) * 128, d * 128 : (d + 1) * 128])
+            for c in nl.affine_range(2):
+                p = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
+                for kt in nl.affine_range(2):
+                    nisa.nc_matmul(dst=p, stationary=blk[:, kt, c * 128 : (c + 1) * 128], moving=mv[:, kt, :])
+                s = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+                nisa.tensor_copy(dst=s, src=p)
+                nisa.dma_copy(dst=out[c * 128 : (c + 1) * 128, d * 128 : (d + 1) * 128], src=s)
+        return out
+
+    a64, b64 = a_old.astype(np.float64), b.astype(np.float64)
+    expect = a64.T @ b64
+    if rewrite:
+        a64[:128] = 0.5
+        expect[:, 128:] = (a64.T @ b64)[:, 128:]
+    np.testing.assert_allclose(run(k, a, b), expect, rtol=1e-4, atol=1e-4)
+
+
 def test_nc_matmul_product_rows_that_became_a_psum_tile_are_not_served_again() -> None:
     """A first matmul write of a whole PSUM tile takes the rows of a wide product as the tile's
     storage. Once the tile is changed in place (here scaled, then accumulated into), later groups
