@@ -761,6 +761,17 @@ def test_nc_matmul_accumulate_semantics(calls: list[Any], factor: int) -> None:
     np.testing.assert_allclose(run(_matmul_kernel(64, 32, 128, calls), a, b), expect, rtol=1e-4, atol=1e-4)
 
 
+def _tile_product(out: Any, blk: Any, mv: Any, c: int, d: int, cols: slice) -> None:
+    """``out``'s ``(c, d)`` 128 × 128 tile = Σₖ ``blk[:, k, c-th 128 columns]ᵀ · mv[:, k, cols]``,
+    accumulated in PSUM over two K tiles and stored through SBUF (the tutorial's inner step)."""
+    p = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
+    for kt in nl.affine_range(2):
+        nisa.nc_matmul(dst=p, stationary=blk[:, kt, c * 128 : (c + 1) * 128], moving=mv[:, kt, cols])
+    s = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=s, src=p)
+    nisa.dma_copy(dst=out[c * 128 : (c + 1) * 128, d * 128 : (d + 1) * 128], src=s)
+
+
 @pytest.mark.parametrize("rewrite", ["nothing", "both", "stationary", "moving", "source"])
 def test_nc_matmul_column_slices_of_one_block_match_numpy(rewrite: str) -> None:
     """Column slices of one stationary block times column slices of one moving block (the tutorial
@@ -788,12 +799,7 @@ def test_nc_matmul_column_slices_of_one_block_match_numpy(rewrite: str) -> None:
                     nisa.activation(dst=blk[:, 0, :], op=nl.copy, data=blk[:, 0, :], scale=2.0)
                 if d == 1 and c == 2 and rewrite in ("both", "moving"):
                     nisa.activation(dst=mv[:, 1, :], op=nl.copy, data=mv[:, 1, :], scale=3.0)
-                p = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
-                for kt in nl.affine_range(2):
-                    nisa.nc_matmul(dst=p, stationary=blk[:, kt, c * 128 : (c + 1) * 128], moving=mv[:, kt, d * 128 : (d + 1) * 128])
-                s = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
-                nisa.tensor_copy(dst=s, src=p)
-                nisa.dma_copy(dst=out[c * 128 : (c + 1) * 128, d * 128 : (d + 1) * 128], src=s)
+                _tile_product(out, blk, mv, c, d, slice(d * 128, (d + 1) * 128))
         return out
 
     a64, b64 = a_old.astype(np.float64), b.astype(np.float64)
@@ -869,12 +875,7 @@ def test_nc_matmul_stationary_reloaded_per_stripe_sees_a_rewritten_input(rewrite
                 nisa.dma_copy(dst=blk[:, kt, :], src=x[kt * 128 : (kt + 1) * 128, :])
                 nisa.dma_copy(dst=mv[:, kt, :], src=y[kt * 128 : (kt + 1) * 128, d * 128 : (d + 1) * 128])
             for c in nl.affine_range(2):
-                p = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
-                for kt in nl.affine_range(2):
-                    nisa.nc_matmul(dst=p, stationary=blk[:, kt, c * 128 : (c + 1) * 128], moving=mv[:, kt, :])
-                s = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
-                nisa.tensor_copy(dst=s, src=p)
-                nisa.dma_copy(dst=out[c * 128 : (c + 1) * 128, d * 128 : (d + 1) * 128], src=s)
+                _tile_product(out, blk, mv, c, d, slice(None))
         return out
 
     a64, b64 = a_old.astype(np.float64), b.astype(np.float64)
