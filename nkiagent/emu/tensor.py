@@ -492,7 +492,16 @@ class NkiTensor:
         # made before (views are immutable values), with everything cached on it — checks passed,
         # trace records, NumPy window. Index items are turned into a hashable key on the way; a
         # key found passed every check below when its view was made.
-        key = tuple([(slice, i.start, i.stop, i.step) if type(i) is slice else (DynSlice, i.start, i.size) if type(i) is DynSlice else i for i in index])
+        items = []  # (a loop in this frame: a comprehension would cost a frame of its own)
+        for i in index:
+            kind = type(i)
+            if kind is slice:
+                items.append((slice, i.start, i.stop, i.step))
+            elif kind is DynSlice:
+                items.append((DynSlice, i.start, i.size))
+            else:
+                items.append(i)
+        key = tuple(items)
         vc = self._vc
         if vc is not None:
             try:
