@@ -22,7 +22,7 @@ from typing import Annotated, Any, TypedDict
 from .context import condense
 from .prompts import render
 from .tools import AgentContext, ToolRegistry, compact_evaluation
-from .types import Model, ModelTurn, ToolCall, Usage
+from .types import Model, ModelTurn, ToolCall, TurnCancelled, Usage
 
 __all__ = ["AgentState", "Runtime", "Budget", "build_graph"]
 
@@ -140,6 +140,8 @@ def build_graph(rt: Runtime, checkpointer: Any = None) -> Any:
         rt.emit("model_request", turn=turn, model=rt.model.name, messages=sent, tools=list(rt.tools.specs))
         try:
             answer: ModelTurn = rt.complete(sent)
+        except TurnCancelled:
+            raise  # the person stopped the turn: not the model's failure, and the step is asked again later
         except Exception as exc:  # noqa: BLE001 — a model failure ends the session cleanly; nothing is lost
             rt.emit("error", turn=turn, where="model", message=f"{type(exc).__name__}: {exc}")
             return {"done": True, "stop_reason": f"model error: {exc}", "turn": turn}

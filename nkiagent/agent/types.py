@@ -11,9 +11,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Message", "ToolCall", "Usage", "ModelTurn", "Model", "ToolSpec", "ToolResult", "ToolContext"]
+__all__ = ["Message", "ToolCall", "Usage", "ModelTurn", "Model", "ToolSpec", "ToolResult", "ToolContext", "TurnCancelled"]
 
 Message = dict[str, Any]
+
+
+class TurnCancelled(Exception):
+    """The person cancelled the current turn; raised on the agent's thread, e.g. from the token
+    callback while the model streams. It is not a model failure: the graph lets it through, so
+    the run stops before the step is checkpointed and the session can go on from there."""
 
 
 @dataclass

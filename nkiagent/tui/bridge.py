@@ -11,9 +11,12 @@ graph's own format (``{"action": accept|reject|partial|edit, "hunks": [1-based â
 Cancelling (``ctrl+c`` once) must stop the current turn without losing the session. The loop
 checks a flag after every graph step (each step is checkpointed with ``durability="sync"``, so
 stopping between steps loses nothing), a waiting review future is failed with
-:class:`TurnCancelled`, and a model that is streaming is interrupted from its token callback
-(the graph records that as the turn's model error and ends the run cleanly). Afterwards
-:meth:`AgentBridge.say` continues the same session, from its checkpoint, with a new message.
+:class:`TurnCancelled`, and a model that is streaming is interrupted from its token callback:
+the model step then fails with :class:`TurnCancelled`, is not checkpointed and is recorded as
+nothing but the cancel (not as a model error). A cancel that comes while a session is still
+starting (its first request streams before the graph exists) stops it as soon as it runs.
+Afterwards :meth:`AgentBridge.say` continues the same session, from its checkpoint, with a new
+message (a cancelled model step is asked again with it).
 """
 
 from __future__ import annotations
@@ -24,14 +27,12 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from ..agent.types import TurnCancelled
+
 __all__ = ["AgentBridge", "ReviewRequest", "TurnCancelled"]
 
 ReviewRequest = Callable[[dict[str, Any]], "Future[dict[str, Any]]"]
 """Called on the agent thread with a review payload; returns a future the UI resolves with the decision."""
-
-
-class TurnCancelled(Exception):
-    """The person cancelled the current turn (raised inside the agent thread only)."""
 
 
 class AgentBridge:
@@ -53,8 +54,9 @@ class AgentBridge:
         """Create a session from a :class:`~nkiagent.agent.runner.SessionConfig` and run it until it ends or is cancelled."""
         from ..agent.runner import start_session
 
+        self._cancel.clear()
         self.rt, self.graph, first = start_session(cfg, self.on_event, self._token)
-        return self.run(first)
+        return self.run(first)  # (a cancel while the first request streams, before this, stops it)
 
     def open(self, session_dir: Path, approve: str | None = None) -> None:
         """Reopen a stored session (history stays on disk; nothing runs until :meth:`run` or :meth:`say`)."""
@@ -64,6 +66,7 @@ class AgentBridge:
 
     def resume(self, session_dir: Path, approve: str | None = None) -> dict[str, Any] | None:
         """Reopen a stored session and continue a run it left unfinished (a pending review asks again)."""
+        self._cancel.clear()
         self.open(session_dir, approve)
         return self.run(None) if self.pending() else None
 
@@ -78,6 +81,7 @@ class AgentBridge:
 
     def say(self, text: str) -> dict[str, Any] | None:
         """Continue the session with a message from the person (after it ended or was cancelled)."""
+        self._cancel.clear()
         if self.pending() and self.pending() != ("model",):
             return self.run(None)  # finish the interrupted step first; the message would split a tool-call exchange
         message = {"role": "user", "content": text}
@@ -90,13 +94,16 @@ class AgentBridge:
         """Run the graph from ``payload`` (None continues from the checkpoint) until it ends (state) or is cancelled (None)."""
         from langgraph.types import Command
 
-        self._cancel.clear()
         self.running = True
         try:
             while True:
-                for _ in self.graph.stream(payload, self.config, durability="sync", stream_mode="updates"):
-                    if self._cancel.is_set():
-                        break
+                try:
+                    for _ in self.graph.stream(payload, self.config, durability="sync", stream_mode="updates"):
+                        if self._cancel.is_set():
+                            break
+                except TurnCancelled:  # from the token callback: the model step stops, unrecorded
+                    self._cancelled()
+                    return None
                 if self._cancel.is_set():
                     self._cancelled()
                     return None

@@ -28,6 +28,7 @@ class Reply:
     status: int = 200
     error: str = "scripted failure"
     delay_s: float = 0.0  #: wait before answering (longer than the client's timeout to test timeouts)
+    chunk_delay_s: float = 0.0  #: wait between streamed chunks (a slow answer, to act while it streams)
     prompt_tokens: int = 11
     completion_tokens: int = 7
 
@@ -104,6 +105,8 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             for chunk in _chunks(reply, body.get("model", ""), bool((body.get("stream_options") or {}).get("include_usage"))):
                 self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 self.wfile.flush()
+                if reply.chunk_delay_s and fake._stopped.wait(reply.chunk_delay_s):
+                    return
             self.wfile.write(b"data: [DONE]\n\n")
 
     return Handler

@@ -186,6 +186,35 @@ async def test_cancel_stops_the_turn_keeps_the_session_and_resume_reopens_it(tmp
     assert len(srv.requests) == 2
 
 
+async def test_cancel_while_the_model_streams_keeps_the_session_and_records_no_model_error(tmp_path: Path, srv: FakeOpenAI) -> None:
+    """ctrl+c while the first answer streams (before the graph even exists, as the first request is
+    sent early) stops the turn; the session's record shows the cancel, not a failed model call,
+    and the person's next message asks the model again in the same session."""
+    ws = workspace(tmp_path)
+    slow = write_reply(NEW3, text="Thinking it over. " * 60, path=DRAFT_PATH)
+    slow.chunk_delay_s = 0.05  # 216 content chunks: about 11 s of streaming
+    srv.push(slow, write_reply(NEW3, path=DRAFT_PATH), submit_reply(DRAFT_PATH))
+    app = NkiAgentApp(launch(ws, srv))
+    async with app.run_test(size=SIZE) as pilot:
+        streaming = lambda: any("Thinking it over." in str(md.source) for md in app.conversation.query(Markdown))  # noqa: E731
+        await wait_for(pilot, streaming, what="the model's answer to start streaming")
+        await pilot.press("ctrl+c")
+        await wait_for(pilot, idle(app), what="the cancelled turn to stop")
+        events = _events(app)
+        assert any(e["type"] == "note" and "turn cancelled by the user" in e["text"] for e in events)
+        # stopped mid-answer (no response recorded), and a cancel is not a model failure
+        assert not any(e["type"] in ("error", "model_response", "session_end") for e in events)
+        assert app.bridge.pending() == ("model",)  # the turn is asked again when the person writes
+        prompt = app.query_one("#prompt")
+        prompt.value = "write it again, please"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await _review(pilot, app)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: not app.busy and any(e["type"] == "session_end" for e in _events(app)), what="the end")
+    assert (ws / DRAFT_PATH).read_text() == NEW3
+    assert "write it again, please" in request_text(srv, 1)
+
+
 async def test_slash_commands_change_the_session_and_unknown_ones_are_named(tmp_path: Path, srv: FakeOpenAI) -> None:
     ws = workspace(tmp_path)
     srv.push(write_reply(NEW3, path=DRAFT_PATH), submit_reply(DRAFT_PATH))
