@@ -187,9 +187,8 @@ async def test_cancel_stops_the_turn_keeps_the_session_and_resume_reopens_it(tmp
 
 
 async def test_cancel_while_the_model_streams_keeps_the_session_and_records_no_model_error(tmp_path: Path, srv: FakeOpenAI) -> None:
-    """ctrl+c while the first answer streams (before the graph even exists, as the first request is
-    sent early) stops the turn; the session's record shows the cancel, not a failed model call,
-    and the person's next message asks the model again in the same session."""
+    """ctrl+c while the first answer streams stops the turn; the session's record shows the cancel,
+    not a failed model call, and the person's next message asks the model again in the session."""
     ws = workspace(tmp_path)
     slow = write_reply(NEW3, text="Thinking it over. " * 60, path=DRAFT_PATH)
     slow.chunk_delay_s = 0.05  # 216 content chunks: about 11 s of streaming
