@@ -499,6 +499,8 @@ class NkiTensor:
                 items.append((slice, i.start, i.stop, i.step))
             elif kind is DynSlice:
                 items.append((DynSlice, i.start, i.size))
+            elif kind is bool:
+                items.append((bool, i))  # True == 1 in a dict, but a bool is no index: the general path refuses it
             else:
                 items.append(i)
         key = tuple(items)
