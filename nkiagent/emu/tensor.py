@@ -94,18 +94,18 @@ _SIMPLE_VIEWS_MAX = 65536
 
 
 def _simple_geometry(
-    shape: tuple[int, ...], strides: tuple[int, ...], offset: int, on_chip: bool, pdim: int, index: tuple[Any, ...]
+    shape: tuple[int, ...], strides: tuple[int, ...], offset: int, on_chip: bool, pdim: int, items: tuple[Any, ...]
 ) -> tuple[tuple[int, ...], tuple[int, ...], int] | None:
-    """The geometry of the view an everyday index makes (one in-bounds int, unit-step slice or
-    ``nl.ds`` of ints per dimension), or ``None`` when the index needs the general rules."""
+    """The geometry of the view an everyday index makes, from its key items (see
+    :meth:`NkiTensor._simple_view`: an int, ``(slice, start, stop)`` or ``(DynSlice, start, size)``
+    per dimension, all plain ints or None), or ``None`` when a bound is out of range."""
     new_shape: list[int] = []
     new_strides: list[int] = []
     dropped: list[int] = []
-    for dim, item in enumerate(index):
+    for dim, item in enumerate(items):
         n = shape[dim]
         s = strides[dim]
-        kind = type(item)
-        if kind is int:
+        if type(item) is int:
             if not 0 <= item < n:
                 return None
             offset += item * s
@@ -114,22 +114,15 @@ def _simple_geometry(
             new_shape.append(1)
             new_strides.append(s)
             continue
+        kind, start, stop = item
         if kind is slice:
-            if item.step is not None:
-                return None
-            start, stop = item.start, item.stop
             if start is None:
                 start = 0
             if stop is None:
                 stop = n
-        elif kind is DynSlice:
-            start, stop = item.start, item.size
-            if type(start) is not int or type(stop) is not int:
-                return None
-            stop += start
         else:
-            return None
-        if type(start) is not int or type(stop) is not int or not 0 <= start <= stop <= n:
+            stop += start
+        if not 0 <= start <= stop <= n:
             return None
         offset += start * s
         new_shape.append(stop - start)
@@ -490,26 +483,29 @@ class NkiTensor:
             index = (index,)
         # Loops index the same tiles with the same indices again and again: hand back the view
         # made before (views are immutable values), with everything cached on it — checks passed,
-        # trace records, NumPy window. Index items are turned into a hashable key on the way; a
-        # key found passed every check below when its view was made.
-        items = []  # (a loop in this frame: a comprehension would cost a frame of its own)
+        # trace records, NumPy window. The key holds plain ints and None only: anything else takes
+        # the general path, so no other value can pass for an int in a lookup (True == 1, 1.0 == 1).
+        parts = []  # (a loop in this frame: a comprehension would cost a frame of its own)
         for i in index:
             kind = type(i)
-            if kind is slice:
-                items.append((slice, i.start, i.stop, i.step))
+            if kind is int:
+                parts.append(i)
+            elif kind is slice:
+                start, stop = i.start, i.stop
+                if i.step is not None or not (start is None or type(start) is int) or not (stop is None or type(stop) is int):
+                    return None
+                parts.append((slice, start, stop))
             elif kind is DynSlice:
-                items.append((DynSlice, i.start, i.size))
-            elif kind is bool:
-                items.append((bool, i))  # True == 1 in a dict, but a bool is no index: the general path refuses it
+                start, size = i.start, i.size
+                if type(start) is not int or type(size) is not int:
+                    return None
+                parts.append((DynSlice, start, size))
             else:
-                items.append(i)
-        key = tuple(items)
+                return None
+        key = tuple(parts)
         vc = self._vc
         if vc is not None:
-            try:
-                view = vc.get(key)
-            except TypeError:  # an unhashable index item (a list, an array …): the general path says what is wrong
-                return None
+            view = vc.get(key)
             if view is not None:
                 return view
         shape = self._shape
@@ -523,17 +519,14 @@ class NkiTensor:
         # A tensor met for the first time (a fresh tile per loop iteration) often has the geometry
         # of one met before: where the index puts a view depends only on that geometry.
         where = (shape, strides, self._offset, a.on_chip, a.pdim, key)
-        try:
-            found = _SIMPLE_VIEWS.get(where)
-        except TypeError:  # an unhashable index item (a list, an array …): the general path says what is wrong
-            return None
+        found = _SIMPLE_VIEWS.get(where)
         if found is None:
-            found = _simple_geometry(shape, strides, self._offset, a.on_chip, a.pdim, index)
+            found = _simple_geometry(shape, strides, self._offset, a.on_chip, a.pdim, key)
             if found is None:
                 return None
             if len(_SIMPLE_VIEWS) >= _SIMPLE_VIEWS_MAX:  # bounded: a long-lived process runs kernel after kernel
                 _SIMPLE_VIEWS.clear()
-            _SIMPLE_VIEWS[where] = found  # hashable, and holds no objects: every item passed the int / slice / nl.ds checks
+            _SIMPLE_VIEWS[where] = found
         view = NkiTensor(a, found[0], found[1], found[2], self._dtype)
         if vc is None:
             vc = self._vc = {}

@@ -684,7 +684,7 @@ def test_outputs_are_handed_over_without_aliasing_inputs_or_each_other() -> None
 
 def test_repeated_indexing_reuses_views_but_still_rejects_bad_indices() -> None:
     """Indexing a tile again with the same simple index returns the same immutable view; anything
-    else still gets checked, also where a remembered index compares equal to it (``True == 1``)."""
+    else still gets checked, also where a remembered index compares equal to it (``True == 1.0 == 1``)."""
     seen: dict[str, Any] = {}
 
     @nki.jit
@@ -700,10 +700,11 @@ def test_repeated_indexing_reuses_views_but_still_rejects_bad_indices() -> None:
         fresh = nl.ndarray((128, 2, 64), nl.float32, buffer=nl.sbuf)  # t's geometry: its views come from a shared cache
         for tile in (t, fresh):
             tile[:, 1, :]
-            try:
-                tile[:, True, :]  # True == 1 as a dict key, but a bool is no index
-            except emu.NkiTypeError as e:
-                seen.setdefault("bool", []).append(str(e))
+            for bad in (True, 1.0):  # equal to 1 as dict keys, but no indices
+                try:
+                    tile[:, bad, :]
+                except emu.NkiTypeError as e:
+                    seen.setdefault("bad", []).append(str(e))
         out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
         nisa.dma_copy(dst=out, src=t[:, 0, :])
         return out
@@ -712,7 +713,8 @@ def test_repeated_indexing_reuses_views_but_still_rejects_bad_indices() -> None:
     np.testing.assert_array_equal(nki.simulate(k)(x), x)
     assert seen["same"] and seen["distinct"]
     assert "invalid index" in seen["error"] and "err_invalid_index" in seen["error"]
-    assert len(seen["bool"]) == 2 and all("invalid index True for tensor" in e and "err_invalid_index" in e for e in seen["bool"])
+    assert [e.split(" for tensor")[0].split(": ")[-1] for e in seen["bad"]] == ["invalid index True", "invalid index 1.0"] * 2
+    assert all("err_invalid_index" in e for e in seen["bad"])
 
 
 def test_trace_records_name_their_enclosing_loop_iterations_even_after_a_break() -> None:
