@@ -434,7 +434,7 @@ class KernelContext:
         self.mm_wide_st: dict[tuple[Any, ...], np.ndarray] = {}  #: stacked fp32 stationary blocks by where their numbers come from: see ops._wide_stationary
         #: operand checks passed, by view geometry (ops.check_compute_operand); they depend on the target, so per run
         self.checked: dict[tuple[Any, ...], set[Any]] = {}
-        #: nc_matmul operand combinations that passed its rules, by operand-check serials (isa.nc_matmul)
+        #: nc_matmul operand combinations that passed its rules, by operand shapes and dtypes and dst's check serial (isa.nc_matmul)
         self.matmuls_checked: dict[tuple[Any, ...], tuple[int, int, int, bool]] = {}
         self.mm_scratch: dict[str, np.ndarray] = {}  #: reusable fp32 work arrays of matmul groups (ops._scratch)
         self.loops: list[list[Any]] = []  # [uid, kind, iteration]

@@ -339,23 +339,21 @@ def _wide_stationary(ctx: KernelContext, g: MatmulGroup, c0: int, last: int) -> 
     The last few blocks are kept; fp32 pieces that already lie as ``[K, last]`` rows of one
     array are used where they lie.
     """
-    pieces, key = [], []
-    for t in _widened(g, c0, last):
-        v, origin = t._source()
-        p = _piece(v)
-        pieces.append(p)
-        key.append((origin.uid, origin.version, p.__array_interface__["data"][0], p.shape, p.strides, p.dtype))
+    sources = [t._source() for t in _widened(g, c0, last)]
+    pieces = [_piece(v) for v, _ in sources]
     joined = _joined(pieces)
     if joined is not None:
         return joined
+    key = tuple([(origin.uid, origin.version, p.__array_interface__["data"][0], p.shape, p.strides, p.dtype)
+                 for p, (_, origin) in zip(pieces, sources)])
     held = ctx.mm_wide_st
-    block = held.get(tuple(key))
+    block = held.get(key)
     if block is None:
         block = _stacked(pieces, np.empty((sum(p.shape[0] for p in pieces), last), F32))
         while held and (len(held) >= WIDE_ST_KEPT or sum(b.nbytes for b in held.values()) + block.nbytes > WIDE_ST_BYTES_MAX):
             del held[next(iter(held))]  # the oldest first
         if block.nbytes <= WIDE_ST_BYTES_MAX:
-            held[tuple(key)] = block
+            held[key] = block
     return block
 
 
