@@ -27,6 +27,21 @@ RULES = """\
 - Compute instructions start at partition 0 (or 32/64/96 for ≤ 32 partitions, 0/64 for ≤ 64).
 - Kernel outputs: nl.ndarray(shape, dtype, buffer=nl.shared_hbm), written by DMA, returned.
 
+# What the verifier refuses, and what to write instead
+- Imports: only nki, nki.language, nki.isa, nki.typing (or neuronxcc.nki.*), numpy, math, functools, itertools,
+  typing, dataclasses, enum. No files, processes, eval/exec, getattr with computed names, dunder attributes or frames.
+- Tiles are opaque: no NumPy on tile data inside functions (np.asarray, .tolist()); compute with nl.* / nisa.* ops.
+- Every `except` ends in `raise`; `with` only for nl.no_reorder().
+- State may not outlive a call: no `global`, no writes to module-level containers from functions, no mutable or
+  computed default arguments. A per-call counter (`nonlocal`) or dict cache inside the kernel is fine when the helper
+  that changes it is only called there (never returned, stored or passed on); functools.lru_cache on pure shape
+  helpers is fine; so are @dataclass configs, NamedTuples and Enums (dunder methods: __init__/__post_init__ only).
+- One SPMD program cannot use another program's SBUF/PSUM tiles: allocate them in every program.
+- A kernel's instructions depend only on its shapes: loading data into registers to choose instructions (dynamic
+  loops, data-dependent addresses) is rejected unless the task allows it; then the slowest run is the latency.
+- Engines: use each op only on the engines the ISA allows (nc_matmul TensorE, activation ScalarE, tensor_tensor
+  VectorE or GpSimd, ...); hint flags such as is_stationary_onezero are checked against the data.
+
 # Performance (what the cost model rewards)
 - DMAs: ≥ 2 KiB contiguous per partition per transfer; use all 128 partitions; each DMA has ~1.3 µs latency,
   so keep several in flight (allocate tiles inside loops so iterations overlap).

@@ -26,8 +26,8 @@ Rules (``Violation.rule``):
     sides; tree-sitter parses them and every rule checks them.) Identifiers are compared
     and checked after NFKC normalization, as CPython does (``ｅｖａｌ`` is ``eval``).
 ``forbidden-import`` / ``unknown-import``
-    imports are limited to :data:`ALLOWED_MODULES`. Modules in :data:`FORBIDDEN_MODULES`
-    and NumPy's reach-arounds (:data:`FORBIDDEN_SUBMODULES`: ``numpy.testing``,
+    imports are limited to :data:`ALLOWED_MODULES`. Modules in :data:`~nkiagent.verify.policy.FORBIDDEN_MODULES`
+    and NumPy's reach-arounds (:data:`~nkiagent.verify.policy.FORBIDDEN_SUBMODULES`: ``numpy.testing``,
     ``numpy.lib`` …) are ``forbidden-import``, anything else ``unknown-import``, and so are
     relative imports (a kernel is one file; the task's reference lives next door). The same
     holds for modules reached through attributes (``np.lib``, ``dataclasses.sys``,
@@ -68,7 +68,7 @@ Rules (``Violation.rule``):
 ``global-state``
     state that outlives a call, or that the harness shares:
 
-    * ``global`` and ``nonlocal``;
+    * ``global``, and ``nonlocal`` from a function that leaves its owner's call (see below);
     * attribute writes (``x.a = …``, ``del x.a``, ``setattr``) anywhere except on ``self``
       in a method or on an instance of one of the file's classes created in the same
       function (module level: at import time) — functions, classes, NKI objects and call
@@ -87,8 +87,14 @@ Rules (``Violation.rule``):
     * default values that are not constants (``def k(x, cache={})``, ``c=make()``),
       ``functools.partial`` bound to non-constants, and class attributes holding
       containers: each is created once and handed to every call;
-    * ``functools.cache``/``lru_cache``/``cached_property`` and NumPy's process-wide
-      settings (``np.seterr`` …).
+    * NumPy's process-wide settings (``np.seterr`` …).
+
+    ``functools.cache``/``lru_cache`` are allowed: every run gets a fresh module, so a memo
+    lives for one run at most, and within a run the emulator refuses a tile that one SPMD
+    program allocated and another uses (a cached helper cannot hand tiles between programs).
+    Closure state is allowed when every function between the one that changes it and the
+    one that owns it is only ever called where it is defined (never returned, stored, passed
+    on or decorated): a per-call counter or dict cache dies with the call.
 
     Module-level code may build whatever it likes: it runs once, at import.
 ``host-compute``
@@ -111,8 +117,9 @@ Rules (``Violation.rule``):
 Decisions on the questions the issue left open: ``id()`` is forbidden (object identity is
 the usual key of a cross-call cache and kernels never need it); ``if __name__ ==
 "__main__":`` is allowed at module level, exactly in that form (the worker imports the
-kernel under another name, so the block never runs during verification), and its body is
-checked by every rule like the rest of the file; ``__all__`` may be assigned at module
+kernel under another name, so the block never runs during verification), and its body is a
+script's: no rule applies there (a self-test may use ``numpy.random``), while its ``else`` is
+checked like the rest of the file; ``__all__`` may be assigned at module
 level; ``with`` is limited to context managers of the NKI modules; classes are allowed
 inside and outside kernels under ``class-base`` and the dunder-method rule.
 
@@ -140,6 +147,8 @@ from dataclasses import dataclass, field
 import tree_sitter_python
 from tree_sitter import Language, Node, Parser
 
+from .policy import ALLOWED_MODULES, PREFIXES, is_dunder, module_verdict
+
 __all__ = ["ALLOWED_MODULES", "GATE_VERSION", "Violation", "check_source"]
 
 #: Bump when a rule changes what passes, so stored verdicts can say which gate judged them.
@@ -162,28 +171,6 @@ class Violation:
 
 # ---------------------------------------------------------------------------- policy tables
 
-#: Modules a kernel may import (exact dotted names).
-ALLOWED_MODULES = frozenset(
-    {
-        "nki",
-        "nki.language",
-        "nki.isa",
-        "nki.typing",
-        "neuronxcc.nki",
-        "neuronxcc.nki.language",
-        "neuronxcc.nki.isa",
-        "neuronxcc.nki.typing",
-        "neuronxcc.nki.compiler",
-        "numpy",
-        "math",
-        "functools",
-        "itertools",
-        "typing",
-        "dataclasses",
-        "enum",
-        "__future__",
-    }
-)
 #: The NKI front-ends: their calls are the kernel's real work, their context managers are allowed.
 SWALLOWED_BY_PYTHON = frozenset({"AttributeError", "StopIteration", "StopAsyncIteration", "GeneratorExit"})
 """Exceptions that ``hasattr``, 3-argument ``getattr``, ``for`` and generators turn into normal control flow."""
@@ -191,23 +178,6 @@ SWALLOWED_BY_PYTHON = frozenset({"AttributeError", "StopIteration", "StopAsyncIt
 NKI_MODULES = frozenset(m for m in ALLOWED_MODULES if m == "nki" or m.startswith(("nki.", "neuronxcc.")))
 #: Allowed modules the gate may import to learn which of their attributes are modules.
 _INTROSPECTABLE = frozenset({"numpy", "math", "functools", "itertools", "typing", "dataclasses", "enum"})
-#: Package names that are only a path to an allowed module (``import neuronxcc.nki`` binds ``neuronxcc``).
-_PREFIXES = frozenset(p for m in ALLOWED_MODULES for p in (m.rsplit(".", i)[0] for i in range(1, m.count(".") + 1))) - ALLOWED_MODULES
-
-#: Top-level modules whose import is ``forbidden-import`` (every other unknown module is ``unknown-import``).
-FORBIDDEN_MODULES = frozenset(
-    {
-        "sys", "os", "inspect", "gc", "builtins", "importlib", "ctypes", "threading", "multiprocessing",
-        "subprocess", "socket", "time", "pickle", "marshal", "shelve", "signal", "resource", "io",
-        "tempfile", "pathlib", "shutil", "urllib", "http", "asyncio", "concurrent", "torch", "jax",
-        "scipy", "_thread", "_ctypes", "posix", "nt", "types", "runpy", "traceback", "atexit",
-        "weakref", "copyreg", "__main__", "__builtin__", "nkiagent",
-    }
-)  # fmt: skip
-#: Submodules of allowed packages that reach file I/O, raw memory, compilers or global RNG state.
-FORBIDDEN_SUBMODULES = frozenset(
-    {"numpy.testing", "numpy.ctypeslib", "numpy.lib", "numpy.core", "numpy._core", "numpy.distutils", "numpy.f2py", "numpy.random"}
-)
 
 _IO_ADVICE = "a kernel reads only its arguments and returns its output; it does no file or raw-memory I/O"
 #: Members of allowed modules with their own verdict: (module, name) -> (rule, why).
@@ -231,10 +201,6 @@ _MEMBER_RULES: dict[tuple[str, str], tuple[str, str]] = {
     **{
         (m, n): ("class-base", "it builds classes from data, around the class-definition rules; write a `class` statement")
         for m, n in (("dataclasses", "make_dataclass"), ("enum", "EnumMeta"), ("enum", "EnumType"))
-    },
-    **{
-        ("functools", n): ("global-state", "a memo survives between calls, so later calls could skip the work; compute every call")
-        for n in ("cache", "lru_cache", "cached_property")
     },
 }  # fmt: skip
 
@@ -302,8 +268,13 @@ INTROSPECTION_ATTRIBUTES = frozenset(
         "__builtins__", "__self__", "__func__", "__wrapped__", "__defaults__", "__kwdefaults__",
     }
 )  # fmt: skip
-#: Dunder methods a class in a kernel may define.
-_ALLOWED_DUNDER_METHODS = frozenset({"__init__", "__post_init__"})
+#: Dunder methods a class in a kernel may define: construction, and the container and call protocols a
+#: tiling helper uses (iteration, length, indexing, calls, text). Not comparison, hashing, conversion
+#: (``__array__``, ``__index__``, ``__bool__``), attribute hooks, pickling or finalizers: those change
+#: what the harness's own operations do with an object.
+_ALLOWED_DUNDER_METHODS = frozenset(
+    {"__init__", "__post_init__", "__iter__", "__next__", "__len__", "__getitem__", "__contains__", "__call__", "__repr__", "__str__"}
+)
 
 #: Method names that mutate their receiver (lists, dicts, sets, deques, NumPy arrays).
 _MUTATING_METHODS = frozenset(
@@ -412,10 +383,6 @@ def _norm(text: str) -> str:
     return unicodedata.normalize("NFKC", text)
 
 
-def _is_dunder(name: str) -> bool:
-    return len(name) > 4 and name.startswith("__") and name.endswith("__")
-
-
 def _text(node: Node) -> str:
     return (node.text or b"").decode("utf-8", errors="replace")
 
@@ -506,17 +473,6 @@ def _submodule(module: str, attr: str) -> str | None:
             return None
         return spec.name if spec is not None else None
     return None
-
-
-def _module_verdict(dotted: str) -> tuple[str, str] | None:
-    """``None`` when ``dotted`` may be imported, else ``(rule, why)``."""
-    if dotted in ALLOWED_MODULES:
-        return None
-    parts = dotted.split(".")
-    forbidden = parts[0] in FORBIDDEN_MODULES or any(".".join(parts[: i + 1]) in FORBIDDEN_SUBMODULES for i in range(len(parts)))
-    if forbidden or any(p.startswith("_") and not _is_dunder(p) for p in parts):
-        return "forbidden-import", f"`{dotted}` reaches the interpreter, the file system or the harness"
-    return "unknown-import", f"`{dotted}` is not on the kernel import allowlist"
 
 
 _ALLOWLIST_TEXT = (
@@ -710,12 +666,31 @@ def _decorators(fn: Node) -> list[str]:
     return [_text(d).lstrip("@").strip() for d in holder.named_children if d.type == "decorator"]
 
 
+def _reads_only(fn: Node) -> bool:
+    """A function body with no assignment to an attribute or item, no ``del`` and no ``global``/``nonlocal``."""
+    stack = [fn.child_by_field_name("body")]
+    while stack:
+        n = stack.pop()
+        if n is None:
+            continue
+        if n.type in ("delete_statement", "global_statement", "nonlocal_statement"):
+            return False
+        if n.type in ("assignment", "augmented_assignment"):
+            left = n.child_by_field_name("left")
+            if left is not None and any(t.type in ("attribute", "subscript") for t in _flatten_targets(left)):
+                return False
+        stack.extend(n.named_children)
+    return True
+
+
 def _plain_methods(cls: Node) -> set[str]:
-    """Names of the methods of a class body that take ``self`` (not static or class methods)."""
+    """Names of the methods of a class body that take ``self`` (not static or class methods, nor read-only properties)."""
     body = cls.child_by_field_name("body")
     names: set[str] = set()
     for stmt in _named(body) if body is not None else []:
         fn = stmt.child_by_field_name("definition") if stmt.type == "decorated_definition" else stmt
+        if fn is not None and fn.type == "function_definition" and "property" in _decorators(fn) and _reads_only(fn):
+            continue  # reading it computes a value and changes nothing
         if fn is not None and fn.type == "function_definition" and not {"classmethod", "staticmethod"} & set(_decorators(fn)):
             name = fn.child_by_field_name("name")
             if name is not None:
@@ -748,6 +723,10 @@ class _Checker:
         self.order, self.module = _scopes(root)
         _collect_bindings(self.order)
         self.scope_at = {node.id: scope for node, scope in self.order}
+        self.idents: dict[str, list[Node]] = {}
+        for node, _ in self.order:
+            if node.type == "identifier":
+                self.idents.setdefault(_norm(_text(node)), []).append(node)
         self._mark_containers()
         self.module_class = self._classify_module_names()
 
@@ -782,6 +761,35 @@ class _Checker:
             return "global"
         return "local" if s.home is scope.home else "enclosing"
 
+    def only_called(self, fn_scope: _Scope) -> bool:
+        """The function ``fn_scope`` defines is only ever called in the scope that defines it: never returned,
+        stored, passed, decorated or used as a decorator, so it cannot outlive that scope's call."""
+        fn = fn_scope.node
+        name_node = fn.child_by_field_name("name") if fn.type == "function_definition" else None
+        if name_node is None or _decorators(fn) or fn_scope.parent is None:
+            return False
+        name = _norm(_text(name_node))
+        owner, bindings = self.lookup(name, fn_scope.parent)
+        if len(bindings) != 1 or bindings[0].node.id != name_node.id:
+            return False
+        for ident in self.idents.get(name, []):
+            if ident.id == name_node.id or self.lookup(name, self.scope_at[ident.id])[0] is not owner:
+                continue
+            parent = ident.parent
+            if parent is None or parent.type != "call" or parent.child_by_field_name("function") != ident:
+                return False
+        return True
+
+    def contained(self, scope: _Scope, owner: _Scope | None) -> bool:
+        """Closure state of ``owner`` changed from ``scope`` dies with ``owner``'s call: every function from
+        ``scope`` out to ``owner`` is only called where it is defined (see :meth:`only_called`)."""
+        s: _Scope | None = scope.home
+        while s is not None and s is not owner:
+            if s.kind != "function" or not self.only_called(s):
+                return False
+            s = s.parent.home if s.parent is not None else None
+        return owner is not None and s is owner and owner.kind == "function"
+
     def module_binding(self, ident: Node) -> _Binding | None:
         """The import binding ``ident`` refers to, if it names a module."""
         _, bindings = self.lookup(_norm(_text(ident)), self.scope_at[ident.id])
@@ -802,7 +810,7 @@ class _Checker:
         path = binding.module
         for attr in reversed(attrs):
             full = f"{path}.{attr}"
-            if full not in ALLOWED_MODULES and full not in _PREFIXES:
+            if full not in ALLOWED_MODULES and full not in PREFIXES:
                 return None
             path = full
         return path
@@ -962,11 +970,25 @@ class _Checker:
             "typed_default_parameter": self.check_default,
             "keyword_pattern": self.check_keyword_pattern,
         }
+        script_only = self.script_only_nodes()
         for node, scope in self.order:
             handler = handlers.get(node.type)
-            if handler is not None:
+            if handler is not None and node.id not in script_only:
                 handler(node, scope)
         return self.violations
+
+    def script_only_nodes(self) -> set[int]:
+        """Nodes of the body of a module-level ``if __name__ == "__main__":`` (not its ``else``), which never runs in
+        the worker (it imports the kernel under another name and kernels cannot rename it): a self-test there may
+        use anything a script may (``numpy.random``, ``numpy.testing`` …)."""
+        out: set[int] = set()
+        for node, _ in self.order:
+            if node.type == "if_statement" and node.parent is not None and node.parent.type == "module":
+                cond = node.child_by_field_name("condition")
+                body = node.child_by_field_name("consequence")
+                if cond is not None and body is not None and self.is_main_guard(_unparen(cond)):
+                    out |= {n.id for n in _walk(body)}
+        return out
 
     # identifiers
 
@@ -986,7 +1008,7 @@ class _Checker:
                 self.check_attribute_name(node, _norm(_text(node)))  # `case a.b.c:` looks attributes up
                 return
         name = _norm(_text(node))
-        if _is_dunder(name):
+        if is_dunder(name):
             self.check_dunder_name(node, name, parent)
             return
         where = self.where(name, scope)
@@ -1057,7 +1079,8 @@ class _Checker:
                 "dunder-attribute",
                 node,
                 f"defining `{name}` changes how the harness's own operations (comparison, conversion, pickling, cleanup) "
-                "treat the kernel's objects; a kernel returns NKI tensors, so only `__init__`/`__post_init__` are allowed",
+                "treat the kernel's objects; a kernel's classes may define only "
+                + ", ".join(f"`{d}`" for d in sorted(_ALLOWED_DUNDER_METHODS)),
             )
             return
         if name in INTROSPECTION_ATTRIBUTES and name != "__builtins__":
@@ -1100,6 +1123,14 @@ class _Checker:
                         methods |= _plain_methods(c.node.parent)
         return methods
 
+    def is_partial(self, name: str) -> bool:
+        """Module-level ``name`` is bound once, to ``functools.partial(...)``."""
+        bindings = self.module.names.get(name, [])
+        if len(bindings) != 1 or bindings[0].kind != "value" or bindings[0].value is None:
+            return False
+        value = _unparen(bindings[0].value)
+        return value.type == "call" and self.resolve_member(value.child_by_field_name("function")) == ("functools", "partial")
+
     def check_state_use(self, node: Node, name: str, scope: _Scope) -> None:
         """A module-level container or object, read inside a function: only plain reads are allowed."""
         cls = self.module_class.get(name, "const")
@@ -1120,6 +1151,8 @@ class _Checker:
             ok = True
         elif pt in ("for_statement", "for_in_clause") and _is_field(parent, "right", child):
             ok = cls == "container"
+        elif pt == "call" and _is_field(parent, "function", child) and self.is_partial(name):
+            ok = True  # calling a partial bound to constants (checked where it is made) changes nothing
         elif pt in ("argument_list", "keyword_argument"):
             args = parent if pt == "argument_list" else parent.parent
             call = args.parent if args is not None else None
@@ -1168,7 +1201,43 @@ class _Checker:
             elif module == "numpy" and attr in HOST_COMPUTE_NUMPY:
                 self.report_host_numpy(attr_node, attr)
 
+    def constant_table(self, node: Node) -> bool:
+        """``node`` (``np.f`` or an alias of it) is called with arguments built only from literals, module-level
+        constants and calls on them: a table the trace needs (``nl.shared_constant(np.identity(128))``), not data."""
+        call = node
+        while call.parent is not None and call.type != "call":
+            if call.type not in ("attribute", "identifier"):
+                return False
+            call = call.parent
+        fn = call.child_by_field_name("function") if call.type == "call" else None
+        if fn is None or not (fn.id == node.id or (node.parent is not None and fn.id == node.parent.id)):
+            return False
+        args = call.child_by_field_name("arguments")
+        stack = list(_named(args)) if args is not None else []
+        while stack:
+            n = stack.pop()
+            if n.type == "identifier":
+                parent = n.parent
+                if parent is not None and ((parent.type == "attribute" and _is_field(parent, "attribute", n))
+                                           or (parent.type == "keyword_argument" and _is_field(parent, "name", n))):
+                    continue
+                name = _norm(_text(n))
+                scope, bindings = self.lookup(name, self.scope_at[n.id])
+                if scope is None:
+                    if name not in _CONSTANT_BUILTINS:
+                        return False
+                elif scope.kind != "module":
+                    return False  # a local or a parameter: could be a tile or a value read from one
+                elif not any(b.kind in ("module", "prefix", "member") for b in bindings) and self.module_class.get(name, "const") != "const":
+                    return False
+            elif n.type in ("lambda", "named_expression", "await", "yield"):
+                return False
+            stack.extend(_named(n))
+        return True
+
     def report_host_numpy(self, node: Node, name: str) -> None:
+        if name in _NUMPY_ARRAY_CONSTRUCTORS and self.constant_table(node):
+            return
         self.report(
             "host-compute",
             node,
@@ -1202,7 +1271,7 @@ class _Checker:
             self.report(
                 "introspection", node, f"`.{attr}` reaches frames, code or the class graph; kernels use only their arguments and NKI"
             )
-        elif _is_dunder(attr):
+        elif is_dunder(attr):
             self.report(
                 "dunder-attribute",
                 node,
@@ -1219,9 +1288,9 @@ class _Checker:
     def check_member(self, node: Node, module: str, attr: str) -> None:
         """``module.attr`` reached by attribute, ``getattr`` or ``from module import attr``."""
         full = f"{module}.{attr}"
-        if full in ALLOWED_MODULES or full in _PREFIXES:
+        if full in ALLOWED_MODULES or full in PREFIXES:
             return
-        if module in _PREFIXES:
+        if module in PREFIXES:
             self.report("unknown-import", node, f"`{full}` is not on the kernel import allowlist; {_ALLOWLIST_TEXT}")
             return
         rule = _MEMBER_RULES.get((module, attr))
@@ -1231,7 +1300,7 @@ class _Checker:
         if module in _INTROSPECTABLE:
             real = _submodule(module, attr)
             if real is not None:
-                verdicts = {(_module_verdict(n) or ("unknown-import", ""))[0] for n in (full, real)}
+                verdicts = {(module_verdict(n) or ("unknown-import", ""))[0] for n in (full, real)}
                 rule = "forbidden-import" if "forbidden-import" in verdicts else "unknown-import"
                 what = f"`{full}` is a module" if real == full else f"`{full}` is the module `{real}`"
                 self.report(rule, node, f"{what}, which kernels may not use; {_ALLOWLIST_TEXT}")
@@ -1290,13 +1359,15 @@ class _Checker:
                     self.report("forbidden-call", fn, "`type(name, bases, dict)` creates classes at run time; define classes with `class`")
         elif fn.type == "attribute":
             method = _norm(_text(fn.child_by_field_name("attribute")))
-            if method in _MUTATING_METHODS:
-                self.check_item_write(fn.child_by_field_name("object"), fn, f"`.{method}()`")
+            obj = fn.child_by_field_name("object")
+            # a module's function is no container method: `nl.add(x, y)` adds tiles, it changes nothing in `nl`
+            if method in _MUTATING_METHODS and (self.module_path(obj) or "") not in NKI_MODULES:
+                self.check_item_write(obj, fn, f"`.{method}()`")
 
     def check_attribute_function(self, call: Node, fn: Node, name: str, scope: _Scope) -> None:
         positional, _ = _positional_args(call)
         literal = _literal_str(positional[1]) if len(positional) >= 2 else None
-        if literal is None or _is_dunder(literal):
+        if literal is None or is_dunder(literal):
             self.report(
                 "forbidden-call", fn, f"`{name}` needs a plain, non-dunder string literal as the attribute name; write `obj.name` instead"
             )
@@ -1423,12 +1494,15 @@ class _Checker:
         where = self.where(name, self.scope_at[root.id])
         if where == "local" and origin is None:
             return
+        if where == "enclosing" and origin == "enclosing" and self.contained(self.scope_at[node.id], self.lookup(name, self.scope_at[root.id])[0]):
+            return  # a per-call container of the enclosing function, changed by a helper that never leaves that call
         if "enclosing" in (where, origin):
             self.report(
                 "global-state",
                 node,
-                f"{what} changes `{name}`, a closure variable of an enclosing function (or an alias of one); closure state "
-                "outlives the call when the inner function is returned or used as a decorator: pass values in and return results",
+                f"{what} changes `{name}`, a closure variable of an enclosing function (or an alias of one), from a function "
+                "that leaves that call (returned, stored, passed on or decorated), so the state outlives the call: keep the "
+                "helper to plain calls inside the function that owns the variable, or pass values in and return results",
             )
         else:
             self.report(
@@ -1444,7 +1518,7 @@ class _Checker:
         if node.type == "import_statement":
             for item in node.children_by_field_name("name"):
                 dotted = item.child_by_field_name("name") if item.type == "aliased_import" else item
-                verdict = _module_verdict(_norm(_text(dotted)))
+                verdict = module_verdict(_norm(_text(dotted)))
                 if verdict is not None:
                     self.report(verdict[0], dotted, f"{verdict[1]}; {_ALLOWLIST_TEXT}")
             return
@@ -1458,7 +1532,7 @@ class _Checker:
             return
         names = node.children_by_field_name("name")
         if base not in ALLOWED_MODULES and not all(f"{base}.{_norm(_text(self.import_name(n)))}" in ALLOWED_MODULES for n in names):
-            verdict = _module_verdict(base) or ("unknown-import", f"`{base}` is not on the kernel import allowlist")
+            verdict = module_verdict(base) or ("unknown-import", f"`{base}` is not on the kernel import allowlist")
             self.report(verdict[0], mod, f"{verdict[1]}; {_ALLOWLIST_TEXT}")
             return
         for item in names:
@@ -1573,6 +1647,14 @@ class _Checker:
 
     def check_global(self, node: Node, scope: _Scope) -> None:
         kw = node.type.split("_")[0]
+        if kw == "nonlocal" and scope.home.parent is not None:
+            names = [_norm(_text(n)) for n in _named(node) if n.type == "identifier"]
+            if names and all(self.contained(scope, self.lookup(n, scope.home.parent)[0]) for n in names):
+                return  # a counter of the enclosing call, bumped by a helper that never leaves it
+            self.report("global-state", node, "`nonlocal` here changes a variable of an enclosing function from a function that leaves "
+                        "that call (returned, stored, passed on or decorated), so it keeps state between calls; keep the helper to "
+                        "plain calls inside the owner, or pass values in and return results")
+            return
         self.report("global-state", node, f"`{kw}` lets a function keep state between calls; pass values in and return results instead")
 
     def check_assignment(self, node: Node, scope: _Scope) -> None:

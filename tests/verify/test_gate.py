@@ -674,12 +674,13 @@ def test_mutable_and_computed_default_arguments_are_rejected() -> None:
     )
 
 
-def test_decorator_caches_are_rejected() -> None:
+def test_decorator_caches_are_rejected_but_functools_memos_are_allowed() -> None:
+    """A hand-written memo's closure outlives every call; ``functools.cache``/``lru_cache`` live for one run (a fresh module each)."""
     assert_marks(
         kernel(
             """
             import functools
-            from functools import cache  # !global-state
+            from functools import cache
 
             def memo(fn):
                 seen = {}
@@ -696,10 +697,13 @@ def test_decorator_caches_are_rejected() -> None:
                     return _seen.setdefault(x, fn(x))
                 return wrapper
 
-            @functools.lru_cache(maxsize=None)  # !global-state
-            @nki.jit
-            def kernel(a, b):
-                return a
+            @functools.lru_cache(maxsize=None)
+            def tiles(n, t):
+                return (n + t - 1) // t
+
+            @cache
+            def half(n):
+                return n // 2
 
             @memo
             def helper(n):
@@ -709,23 +713,42 @@ def test_decorator_caches_are_rejected() -> None:
     )
 
 
-def test_nested_functions_share_no_mutable_closure_state() -> None:
+def test_closure_state_is_allowed_only_while_the_helper_stays_inside_the_call() -> None:
+    """Helpers that are only ever called where they are defined may keep per-call counters and caches;
+    one that is returned, stored, passed on or decorated takes the state out of the call."""
     assert_marks(
         kernel(
             """
             @nki.jit
             def kernel(a, b):
                 tiles = []
+                cache = {}
                 count = 0
                 def load(i):
-                    tiles.append(i)  # !global-state
+                    tiles.append(i)
+                    cache[i] = len(tiles)
                 def bump():
+                    nonlocal count
+                    count += 1
+                def leaks(i):
+                    tiles.append(i)  # !global-state
+                def leaks_counter():
                     nonlocal count  # !global-state
                     count += 1
-                def size(i):
-                    return a.shape[0] + i + count
-                collected = [tiles.append(i) for i in range(2)]
-                return size(1)
+                def outer():
+                    def inner():
+                        tiles.append(0)
+                    inner()
+                def outer_returned():
+                    def inner():
+                        cache[1] = 2  # !global-state
+                    return inner
+                load(0)
+                bump()
+                outer()
+                keep = [leaks, outer_returned]
+                passed = sorted([1], key=leaks_counter)
+                return a
             """
         )
     )
@@ -883,3 +906,80 @@ def test_mutated_sources_never_crash_the_gate() -> None:
 def test_deep_nesting_does_not_overflow_the_stack() -> None:
     assert found("x = " + "(" * 180 + "1" + ")" * 180 + "\n") == []
     assert isinstance(check_source("x = " + "[" * 5000 + "\n"), list)
+
+
+# ---------------------------------------------------------------------------- honest idioms (issue 18, class 9)
+
+
+def test_honest_idioms_the_red_team_found_rejected_now_pass() -> None:
+    """Each of these was a false rejection; the rule behind it stays for the dangerous case (marked)."""
+    assert_marks(
+        kernel(
+            """
+            import functools
+
+            P = 128
+            C1 = 0.5
+            vec_mul = functools.partial(nisa.tensor_tensor, op=nl.multiply, engine=nisa.engine.vector)
+            SHARED = {}
+
+            class Cfg:
+                def __init__(self, beta):
+                    self.beta = beta
+
+                @property
+                def decay(self):
+                    return 1.0 - self.beta
+
+                @property
+                def bump(self):
+                    self.beta += 1  # a property that writes: reading it changes the object
+                    return self.beta
+
+            class Tiles:
+                def __init__(self, n):
+                    self.n = n
+
+                def __iter__(self):
+                    return iter(range(self.n))
+
+                def __len__(self):
+                    return self.n
+
+                def __eq__(self, other):  # !dunder-attribute
+                    return True
+
+            HP = Cfg(0.9)
+
+            @nki.jit
+            def kernel(a, b):
+                table = nl.shared_constant(np.tile(np.array([[C1, 2 * C1]], dtype=np.float32), (P, 1)))
+                ident = nl.shared_constant(np.identity(P, dtype=np.float32))
+                leaked = np.array(a)  # !host-compute
+                scaled = np.full((P, 1), a.shape[0])  # !host-compute
+                t = nl.ndarray((P, 512), dtype=nl.float32)
+                vec_mul(dst=t, data1=t, data2=t)
+                s = nl.add(t, t)
+                k = HP.decay
+                j = HP.bump  # !global-state
+                n = len(Tiles(4))
+                return a
+            """
+        )
+    )
+
+
+def test_a_main_block_is_a_script_and_its_else_is_checked() -> None:
+    assert_marks(
+        kernel(
+            """
+            if __name__ == "__main__":
+                import numpy.random
+                import numpy.testing
+                x = numpy.random.default_rng(0).standard_normal((4, 4))
+                numpy.testing.assert_allclose(np.asarray(x), x)
+            else:
+                import os  # !forbidden-import
+            """
+        )
+    )
