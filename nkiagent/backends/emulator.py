@@ -7,15 +7,17 @@ labelled ``emulator-estimate``.
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .base import RunResult, detect_api
+
+if TYPE_CHECKING:
+    from ..emu.trace import Trace
 
 __all__ = ["EmulatorBackend", "run_in_worker"]
 
@@ -32,25 +34,25 @@ class EmulatorBackend:
 
     def run(self, kernel_source: str, inputs: list[np.ndarray], target: str, *, kernel_name: str | None = None,
             timed: bool = True) -> RunResult:
-        from ..emu.trace import Trace
         from ..perf import profile_trace
 
         res = RunResult(self.name, target, toolchain=self.versions())
         trace = run_in_worker(res, kernel_source, inputs, kernel_name, trace=timed)
         if trace is not None:
-            res.profile, _ = profile_trace(Trace.from_json(trace), target)
+            res.profile, _ = profile_trace(trace, target)
             res.latency_us, res.timing_source = res.profile.latency_us, res.profile.timing_source
         return res
 
 
 def run_in_worker(res: RunResult, source: str, inputs: list[np.ndarray], kernel_name: str | None, *, trace: bool = False,
-                  backend: str = "emulator", package_paths: list[str] | None = None) -> dict[str, Any] | None:
+                  backend: str = "emulator", package_paths: list[str] | None = None) -> Trace | None:
     """One sandboxed worker run of ``source`` on ``inputs``; fills ``res.outputs`` or ``res.error``.
 
-    Returns the instruction trace (JSON) when ``trace`` was asked for and the run succeeded.
+    Returns the instruction trace when ``trace`` was asked for and the run succeeded; a trace the
+    kernel tampered with is an error (``kind: integrity``), never returned.
     """
     from ..verify.inputs import save_array
-    from ..verify.sandbox import run_worker
+    from ..verify.sandbox import TraceIntegrityError, run_worker
 
     with tempfile.TemporaryDirectory(prefix="nkiagent-run-") as tmp:
         kpath = Path(tmp) / "kernel.py"
@@ -73,7 +75,13 @@ def run_in_worker(res: RunResult, source: str, inputs: list[np.ndarray], kernel_
                 res.error = rec["error"]
                 return None
             res.outputs = [np.load(o["path"], allow_pickle=False) for o in rec.get("outputs", []) if "path" in o]
-            return json.loads(Path(rec["trace_path"]).read_text()) if trace and "trace_path" in rec else None
+            if not trace or backend != "emulator":
+                return None
+            try:
+                return out.priced_trace(0)
+            except TraceIntegrityError as exc:
+                res.error = {"kind": "integrity", "message": str(exc), "location": "<worker>:0"}
+                return None
         finally:
             if out.scratch:
                 shutil.rmtree(out.scratch, ignore_errors=True)

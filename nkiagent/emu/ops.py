@@ -41,6 +41,7 @@ __all__ = [
     "assign",
     "convert",
     "accumulate_into",
+    "data_read",
     "read_scalar_index",
     "read_vector_index",
     "scalar_or_column",
@@ -163,28 +164,43 @@ def record(
     if hook is not None:
         hook(ctx, op, engine, writes)
     seq = ctx.seq
-    for _, t in writes:
+    pid = ctx.program_id
+    for role, t in writes:
         a = t._a
         a.written = True
         rec = a.rec
         if rec is not None:
+            if rec.program != pid:
+                raise _foreign_tile(op, role, rec, pid)
             if rec.first < 0:
                 rec.first = seq
             rec.last = seq
-    for _, t in reads:
+    for role, t in reads:
         rec = t._a.rec
         if rec is not None:
+            if rec.program != pid:
+                raise _foreign_tile(op, role, rec, pid)
             if rec.first < 0:
                 rec.first = seq
             rec.last = seq
     trace = ctx.trace
     if trace is not None:
-        trace.instructions.append(
+        trace.append(
             Instruction(
                 seq, op, engine, _accesses(reads), _accesses(writes), kernel_location(sys._getframe(1)), ctx.program_id, ctx.loops_now, attrs
             )
         )
     ctx.seq = seq + 1
+
+
+def _foreign_tile(op: str, role: str, rec: Any, pid: tuple[int, ...]) -> NkiValidationError:
+    """One SPMD program used an SBUF/PSUM tile another allocated: each program runs on its own core's memories."""
+    return NkiValidationError(
+        "err_tile_of_another_program",
+        f"{op} {role}: tile `{rec.name}` was allocated by SPMD program {list(rec.program)} and program {list(pid)} cannot use it: "
+        "each program has its own SBUF and PSUM. Allocate the tile in every program (a cached or module-level helper must not "
+        "hand one program's tiles to another)",
+    )
 
 
 def _accesses(operands: Sequence[tuple[str, NkiTensor]]) -> tuple[Access, ...]:
@@ -675,6 +691,13 @@ def axis_tuple(op: str, axis: Any) -> tuple[int, ...]:
     return tuple(int(a) for a in axes)
 
 
+def data_read(ctx: KernelContext, what: str) -> int:
+    """A value a timing-only run cannot know (it has no data): 0, noted with the kernel line that read it."""
+    if len(ctx.data_reads) < 20:
+        ctx.data_reads.append(f"{what} at {kernel_location()}")
+    return 0
+
+
 def read_scalar_index(value: Any) -> int:
     """Value of a dynamic scalar offset: an int, a register, or a (1, 1) integer tile."""
     if isinstance(value, (int, np.integer)):
@@ -687,7 +710,7 @@ def read_scalar_index(value: Any) -> int:
             raise NkiValidationError("err_scalar_offset", f"scalar_offset must be a [1, 1] tile, got {list(value._shape)}")
         ctx = current()
         record(ctx, "register_load", "sync", [("src", value)], [])
-        return int(value._np().reshape(-1)[0]) if ctx.compute else 0
+        return int(value._np().reshape(-1)[0]) if ctx.compute else data_read(ctx, "a dynamic offset read from a tile")
     raise NkiTypeError("err_scalar_offset", f"scalar_offset must be an int, register or [1, 1] tile, got {type(value).__name__}")
 
 
@@ -698,7 +721,9 @@ def read_vector_index(value: NkiTensor, rows: int) -> np.ndarray:
             "err_vector_offset",
             f"vector_offset must be a [{rows}, 1] int32/uint32 tile in SBUF, got {list(value._shape)} {dt.dtype_name(value._dtype)} in {value._a.memory}",
         )
-    if not current().compute:
+    ctx = current()
+    if not ctx.compute:
+        data_read(ctx, "vector offsets read from a tile")
         return np.zeros(rows, dtype=np.int64)
     return value._np().reshape(-1).astype(np.int64)
 

@@ -9,7 +9,6 @@ code draws the view and the deterministic SVG screenshots.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,6 @@ def profile_in_sandbox(kernel_path: str | Path, task: Any, target: str) -> dict[
 
     Raises ``RuntimeError`` with the worker's reason when the kernel does not run.
     """
-    from ..emu.trace import Trace
     from ..perf import profile_trace, speed_of_light
     from ..perf.specs import get_spec
     from ..verify.inputs import DISTRIBUTIONS, InputCache, cases
@@ -41,10 +39,10 @@ def profile_in_sandbox(kernel_path: str | Path, task: Any, target: str) -> dict[
     out = run_worker(path, None, [run], target=target, api="0.1" if "neuronxcc" in path.read_text() else "0.3")
     try:
         runs = (out.answer or {}).get("runs") or []
-        if not runs or "trace_path" not in runs[0]:
-            err = (out.answer or {}).get("error") or {}
+        if not runs or "error" in runs[0] or 0 not in out.traces:
+            err = (runs[0].get("error") if runs else None) or (out.answer or {}).get("error") or {}
             raise RuntimeError(f"the kernel did not run: {err.get('type', out.status)}: {err.get('message', out.detail)}")
-        trace = Trace.from_json(json.loads(Path(runs[0]["trace_path"]).read_text()))
+        trace = out.priced_trace(0)
     finally:
         if out.scratch:
             shutil.rmtree(out.scratch, ignore_errors=True)

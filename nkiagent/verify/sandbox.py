@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Limits", "WorkerOutcome", "neuron_env", "run_worker", "scrubbed_env"]
+from ..emu.trace import Trace, TraceStreamError, TraceStreamReader
+
+__all__ = ["Limits", "TraceIntegrityError", "WorkerOutcome", "neuron_env", "run_worker", "scrubbed_env"]
 
 _PASS_ENV = ("LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "NEURON_PLATFORM_TARGET_OVERRIDE")
 
@@ -35,11 +37,12 @@ class Limits:
     cpu_s: int = 150
     mem_bytes: int = 8 * 2**30
     fsize_bytes: int = 512 * 2**20
+    stream_bytes: int = 512 * 2**20  #: trace stream kept in the parent's memory
 
 
 @dataclass
 class WorkerOutcome:
-    """What the worker answered, or how it died."""
+    """What the worker answered, or how it died, and the traces it streamed (run id → trace)."""
 
     answer: dict[str, Any] | None
     status: str  #: ``ok``, ``timeout``, ``crashed``, ``bad-answer``
@@ -49,6 +52,31 @@ class WorkerOutcome:
     scratch: Path | None = None
     stdout_tail: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    traces: dict[int, Trace] = field(default_factory=dict)
+    stream_error: str = ""  #: why the trace stream did not decode (cut short, or bytes the worker's writer never wrote)
+
+    def trace_problem(self, run_id: int) -> str:
+        """Why run ``run_id``'s trace may not be priced ('' when it may): a broken stream, tampering, records lost."""
+        if self.stream_error:
+            return self.stream_error
+        rec = next((r for r in (self.answer or {}).get("runs", []) if r.get("id") == run_id), {})
+        if rec.get("tampered"):
+            return "; ".join(str(t) for t in rec["tampered"])
+        trace = self.traces.get(run_id)
+        if trace is None or rec.get("trace", {}).get("records") != len(trace):
+            return "a run's trace did not arrive whole"
+        return ""
+
+    def priced_trace(self, run_id: int) -> Trace:
+        """Run ``run_id``'s trace, checked; raises :class:`TraceIntegrityError` when it may not be priced."""
+        problem = self.trace_problem(run_id)
+        if problem:
+            raise TraceIntegrityError(f"integrity [trace]: {problem} — the kernel changed its own trace or the emulator, so it is not priced")
+        return self.traces[run_id]
+
+
+class TraceIntegrityError(RuntimeError):
+    """A trace that must not be priced: the kernel tampered with it or with the emulator, or it did not arrive whole."""
 
 
 def scrubbed_env(scratch: Path) -> dict[str, str]:
@@ -114,55 +142,29 @@ def run_worker(kernel_path: str | Path, task_path: str | Path | None, runs: list
     if backend != "emulator":
         request.update(backend=backend, package_paths=list(package_paths or []))
     read_fd, write_fd = os.pipe()
+    stream_read, stream_write = os.pipe()
     stdout_path = scratch / "stdout.txt"
     t0 = time.perf_counter()
     with open(stdout_path, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-s", "-m", "nkiagent.verify.worker", str(write_fd)],
+            [sys.executable, "-s", "-m", "nkiagent.verify.worker", str(write_fd), str(stream_write)],
             stdin=subprocess.PIPE,
             stdout=out,
             stderr=subprocess.STDOUT,
             env=scrubbed_env(scratch) if backend == "emulator" else {**scrubbed_env(scratch), **neuron_env()},
             cwd=scratch,
-            pass_fds=(write_fd,),
+            pass_fds=(write_fd, stream_write),
             start_new_session=True,
         )
     os.close(write_fd)
-    chunks: list[bytes] = []
-    status, detail = "ok", ""
+    os.close(stream_write)
     try:
         assert proc.stdin is not None
         proc.stdin.write(json.dumps(request).encode())
         proc.stdin.close()
     except BrokenPipeError:
         pass
-    import selectors
-
-    sel = selectors.DefaultSelector()
-    sel.register(read_fd, selectors.EVENT_READ)
-    deadline = t0 + limits.wall_s
-    eof = False
-    while not eof:
-        left = deadline - time.perf_counter()
-        if left <= 0:
-            status, detail = "timeout", f"wall-clock limit of {limits.wall_s:.0f} s exceeded"
-            break
-        for _ in sel.select(timeout=min(left, 0.5)):
-            data = os.read(read_fd, 1 << 20)
-            if not data:
-                eof = True
-                break
-            chunks.append(data)
-        if not eof and proc.poll() is not None:
-            # drain what is left, then stop
-            while True:
-                data = os.read(read_fd, 1 << 20) if sel.select(timeout=0) else b""
-                if not data:
-                    break
-                chunks.append(data)
-            eof = True
-    sel.close()
-    os.close(read_fd)
+    chunks, status, detail, reader, stream_error = _collect(proc, read_fd, stream_read, t0 + limits.wall_s, limits, str(kernel_path))
     if status == "ok":
         try:
             proc.wait(timeout=5)  # the answer is in; give the worker a moment to exit on its own
@@ -188,11 +190,70 @@ def run_worker(kernel_path: str | Path, task_path: str | Path | None, runs: list
             status = "crashed" if rc not in (0, None) else "bad-answer"
             detail = _death(rc, stdout_path, limits) if status == "crashed" else "the worker's answer was missing or did not carry this evaluation's nonce"
             answer = None
+    traces: dict[int, Trace] = {}
+    if answer is not None and not stream_error:
+        try:
+            traces = reader.finish()
+        except TraceStreamError as exc:
+            stream_error = str(exc)
     tail = _tail(stdout_path)
-    outcome = WorkerOutcome(answer, status, detail, rc, wall, scratch if keep_scratch or answer else None, tail)
+    outcome = WorkerOutcome(answer, status, detail, rc, wall, scratch if keep_scratch or answer else None, tail,
+                            traces=traces, stream_error=stream_error)
     if answer is None and not keep_scratch:
         shutil.rmtree(scratch, ignore_errors=True)
     return outcome
+
+
+def _collect(proc: subprocess.Popen[bytes], read_fd: int, stream_fd: int, deadline: float, limits: Limits,
+             kernel_path: str) -> tuple[list[bytes], str, str, TraceStreamReader, str]:
+    """Read the answer pipe and the trace stream together until the worker closes both or time runs out.
+
+    Both pipes are drained as data arrives: a worker blocked on a full stream pipe would never
+    get to its answer. The stream is decoded as it comes, so a forged or oversized stream is
+    known at once.
+    """
+    import select
+
+    chunks: list[bytes] = []
+    reader = TraceStreamReader(kernel_path)
+    state = {"status": "ok", "detail": "", "error": "", "streamed": 0}
+
+    def take(fd: int, data: bytes) -> None:
+        if fd == read_fd:
+            chunks.append(data)
+            return
+        if state["error"]:
+            return
+        state["streamed"] += len(data)
+        try:
+            if state["streamed"] > limits.stream_bytes:
+                raise TraceStreamError(f"the trace stream passed {limits.stream_bytes // 2**20} MiB")
+            reader.feed(data)
+        except TraceStreamError as exc:
+            state["error"] = str(exc)
+
+    open_fds = [read_fd, stream_fd]
+    while open_fds:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            state["status"], state["detail"] = "timeout", f"wall-clock limit of {limits.wall_s:.0f} s exceeded"
+            break
+        ready, _, _ = select.select(open_fds, [], [], min(left, 0.5))
+        for fd in ready:
+            data = os.read(fd, 1 << 20)
+            if data:
+                take(fd, data)
+            else:
+                open_fds.remove(fd)
+        if open_fds and not ready and proc.poll() is not None:
+            # the worker is gone but a pipe is still open (a descendant holds it): take what is there, then stop
+            for fd in open_fds:
+                while select.select([fd], [], [], 0)[0] and (data := os.read(fd, 1 << 20)):
+                    take(fd, data)
+            break
+    os.close(read_fd)
+    os.close(stream_fd)
+    return chunks, str(state["status"]), str(state["detail"]), reader, str(state["error"])
 
 
 def _death(rc: int | None, stdout_path: Path, limits: Limits) -> str:

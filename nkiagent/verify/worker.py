@@ -1,113 +1,48 @@
 """The evaluation worker: runs untrusted kernel code in its own process, fenced in.
 
-Started by :mod:`nkiagent.verify.sandbox` as ``python -m nkiagent.verify.worker RESULT_FD``
+Started by :mod:`nkiagent.verify.sandbox` as ``python -m nkiagent.verify.worker RESULT_FD STREAM_FD``
 with a scrubbed environment, CPU/memory/file-size limits and its own process group. It
 reads one JSON request on stdin, builds each case's inputs itself (from task, shape, seed
 and distribution), runs the kernel on the embedded emulator with a fresh module per run,
 saves outputs as ``.npy`` in its scratch directory and writes one JSON answer, tagged with
 the request's nonce, to the result pipe. It compares nothing and decides nothing: the
-parent does that. A Python audit hook, installed before any kernel code runs, refuses
-network, subprocesses, ctypes, threads and file writes outside the scratch directory.
+parent does that. The runtime guard (:mod:`nkiagent.verify.guard`), installed before any
+kernel code runs, refuses what kernel code may not do, whatever route it takes. Every run is traced, and each
+trace record is streamed to the parent on a second pipe the moment it is made
+(:class:`~nkiagent.emu.trace.TraceStreamWriter`): the copy the cost model prices never sits
+where kernel code could edit it. The worker also reports, per run, whether its own copy of
+the trace still matches what it streamed and whether the emulator's modules and classes
+still hold what they held before the kernel ran; either change means the kernel tampered.
 """
 
 from __future__ import annotations
 
 import errno
+import importlib
 import json
 import linecache
 import os
 import resource
 import sys
 import traceback
+import types
 from pathlib import Path
 from typing import Any
 
+from .guard import Guard
+
 __all__ = ["main"]
 
-_FORBIDDEN_EVENT_PREFIXES = (
-    "socket.",
-    "subprocess.",
-    "os.system",
-    "os.exec",
-    "os.posix_spawn",
-    "os.spawn",
-    "os.fork",
-    "os.forkpty",
-    "os.kill",
-    "os.killpg",
-    "os.putenv",
-    "os.unsetenv",
-    "ctypes.",
-    "_thread.start_new_thread",
-    "os.remove",
-    "os.rename",
-    "os.rmdir",
-    "os.chmod",
-    "os.chown",
-    "os.symlink",
-    "os.link",
-    "shutil.",
-    "urllib.",
-    "http.",
-    "ftplib.",
-    "smtplib.",
-    "webbrowser.",
-    "sys.setprofile",
-    "sys.settrace",
-    "sys.addaudithook",
-    "gc.get_referrers",
-    "gc.get_referents",
-    "gc.get_objects",
-)
-_FORBIDDEN_IMPORTS = {"socket", "subprocess", "ctypes", "_ctypes", "multiprocessing", "_posixsubprocess", "pty", "fcntl", "mmap", "signal", "pickle", "_pickle", "marshal"}
-_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+#: Modules kernels may use, imported before the guard goes in, so that no kernel ever makes the
+#: worker load a module (the guard refuses kernel-initiated file reads, and importing reads files).
+_PRELOAD = ("numpy", "math", "functools", "itertools", "typing", "dataclasses", "enum", "collections", "ml_dtypes", "json")
 
 
-#: Set while the worker itself writes results: kernel code may write nothing at all, not even in
-#: scratch (where it could otherwise rewrite an earlier run's outputs or trace).
-_WORKER_WRITING = [False]
-
-
-def _install_audit_hook(scratch: str, readable: list[str]) -> None:
-    scratch = os.path.realpath(scratch) + os.sep
-    roots = tuple(os.path.realpath(r).rstrip(os.sep) + os.sep for r in readable if r)
-
-    def hook(event: str, args: tuple[Any, ...]) -> None:
-        if event == "open":
-            path, mode, flags = args
-            if isinstance(path, int) or path is None:
-                return
-            real = os.path.realpath(os.fsdecode(path))
-            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool((flags or 0) & _WRITE_FLAGS)
-            if writing:
-                if not (_WORKER_WRITING[0] and real.startswith(scratch)):
-                    raise PermissionError(f"sandbox: writing {os.fsdecode(path)!r} is not allowed in kernel code")
-            elif not (real + os.sep).startswith(roots):
-                raise PermissionError(f"sandbox: reading {os.fsdecode(path)!r} is not allowed (only Python's own files, the inputs and scratch)")
-            return
-        if event == "import":
-            root = str(args[0]).split(".")[0]
-            if root in _FORBIDDEN_IMPORTS:
-                raise PermissionError(f"sandbox: importing {args[0]!r} is not allowed in kernel code")
-            return
-        if event.startswith(_FORBIDDEN_EVENT_PREFIXES):
-            raise PermissionError(f"sandbox: {event} is not allowed in kernel code")
-
-    sys.addaudithook(hook)
-    import _thread
-
-    def no_threads(*args: Any, **kwargs: Any) -> Any:
-        raise PermissionError("sandbox: starting threads is not allowed in kernel code")
-
-    # there is no audit event for thread creation: replace the primitive every thread goes through
-    for name in ("start_new_thread", "start_new", "start_joinable_thread"):
-        if hasattr(_thread, name):
-            setattr(_thread, name, no_threads)
-    import threading
-
-    threading._start_new_thread = no_threads  # type: ignore[attr-defined]
-    if hasattr(threading, "_start_joinable_thread"):
-        threading._start_joinable_thread = no_threads  # type: ignore[attr-defined]
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
 
 
 def _set_limits(limits: dict[str, int]) -> None:
@@ -140,7 +75,7 @@ def _error(exc: BaseException, kernel_file: str) -> dict[str, Any]:
     message = str(exc)[:2000]
     if isinstance(exc, MemoryError):
         kind = "memory"
-    elif isinstance(exc, PermissionError) and "sandbox:" in message:
+    elif isinstance(exc, PermissionError) and message.startswith("sandbox:"):
         kind = "sandbox"
     elif isinstance(exc, OSError) and exc.errno == errno.EFBIG:  # RLIMIT_FSIZE (Python ignores SIGXFSZ)
         kind, message = "output", "output limit exceeded: the kernel wrote or printed more than the sandbox allows"
@@ -165,38 +100,106 @@ def _pick_kernel(namespace: dict[str, Any], name: str | None) -> Any:
     raise LookupError(f"expected exactly one @nki.jit kernel in the file (found: {found}); name it `kernel`")
 
 
-def _serve(req: dict[str, Any]) -> dict[str, Any]:
+def _emulator_modules() -> list[types.ModuleType]:
+    """The modules whose code makes and records instructions: the emulator and the ``nki`` faces kernels import."""
+    names = ("nki", "neuronxcc")
+    return [m for n, m in sorted(sys.modules.items())
+            if isinstance(m, types.ModuleType) and (n.startswith("nkiagent.emu") or n.split(".")[0] in names)]
+
+
+def _fingerprint(modules: list[types.ModuleType]) -> dict[str, int]:
+    """Identity of every global of those modules and every attribute of the classes they define.
+
+    Compared after each run: a kernel that patched the emulator (a function, a class's method)
+    would change what gets recorded, so any difference is tampering.
+    """
+    out: dict[str, int] = {}
+    for m in modules:
+        for name, value in list(vars(m).items()):
+            if isinstance(value, _CODE_TYPES):  # code, not the state the emulator keeps in module globals
+                out[f"{m.__name__}.{name}"] = id(value)
+            if isinstance(value, type) and value.__module__ == m.__name__:
+                for attr, v in list(vars(value).items()):
+                    if isinstance(v, (*_CODE_TYPES, staticmethod, classmethod, property)):
+                        out[f"{m.__name__}.{name}.{attr}"] = id(v)
+    return out
+
+
+_CODE_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type)
+
+
+def _seal(modules: list[types.ModuleType], guard: Guard) -> None:
+    """Make the emulator's modules refuse attribute writes that kernel code starts (no audit event covers them)."""
+    sealed: dict[type, type] = {}
+    for m in modules:
+        cls = type(m)
+        if cls not in sealed:
+
+            def setattr_(self: Any, name: str, value: Any, _base: type = cls) -> None:
+                guard.refuse_if_kernel(f"changing {self.__name__}.{name}")
+                _base.__setattr__(self, name, value)
+
+            def delattr_(self: Any, name: str, _base: type = cls) -> None:
+                guard.refuse_if_kernel(f"deleting {self.__name__}.{name}")
+                _base.__delattr__(self, name)
+
+            sealed[cls] = type(f"Sealed{cls.__name__}", (cls,), {"__setattr__": setattr_, "__delattr__": delattr_, "__slots__": ()})
+        m.__class__ = sealed[cls]
+
+
+def _serve(req: dict[str, Any], stream_fd: int) -> dict[str, Any]:
     import numpy as np
 
-    import nkiagent.emu as emu
+    from nkiagent import emu
+    from nkiagent.emu.trace import TraceStreamWriter
     from nkiagent.tasks import load_task_file
     from nkiagent.verify.inputs import make_inputs, save_array
+    from nkiagent.verify.policy import import_refusal
 
     real_sim = None
-    if req.get("backend") == "neuron-sim":  # AWS's simulator, imported before the audit hook goes in
+    if req.get("backend") == "neuron-sim":  # AWS's simulator, imported before the guard goes in
         from nkiagent.backends.neuron import real_simulator
 
         real_sim = real_simulator(req.get("api", "0.3"), req.get("package_paths", []))
     else:
         emu.install(force=True)
+    for name in _PRELOAD:
+        importlib.import_module(name)
+    for name in ("nki", "nki.language", "nki.isa", "nki.typing") if req.get("api", "0.3") != "0.1" else ("neuronxcc.nki",):
+        if real_sim is None:
+            importlib.import_module(name)
     # inputs normally arrive as files from the parent's cache; the task is only needed to draw them here
     need_task = any("input_paths" not in run for run in req["runs"])
     task = load_task_file(req["task_path"]) if need_task else None
     scratch = req["scratch"]
     kernel_file = req["kernel_path"]
     source = Path(kernel_file).read_text()
-    # the sandbox forbids reading the file again; the emulator quotes kernel lines (0.1 loop and tensor names)
+    # the guard forbids reading the file again; the emulator quotes kernel lines (0.1 loop and tensor names)
     linecache.cache[kernel_file] = (len(source), None, source.splitlines(True), kernel_file)
     runs_out: list[dict[str, Any]] = []
     try:
-        code = compile(source, kernel_file, "exec")
+        # dont_inherit: the kernel is compiled as its own module, not under this file's __future__ flags
+        code = compile(source, kernel_file, "exec", dont_inherit=True)
     except SyntaxError as exc:
         return {"compiled": False, "error": {"kind": "syntax", "type": "SyntaxError", "message": str(exc.msg), "location": f"{kernel_file}:{exc.lineno}"}, "runs": []}
     _set_limits(req.get("limits", {}))
-    readable = [scratch, sys.prefix, sys.base_prefix, *[p for p in sys.path if p and os.path.isdir(p)]]
-    readable += sorted({os.path.dirname(p) for run in req["runs"] for p in run.get("input_paths", [])})
+    inputs_files = [p for run in req["runs"] for p in run.get("input_paths", [])]
+    # Python's own files (the standard library, installed packages, nkiagent's package), never the
+    # checkout or working directory around them (sessions, other kernels, the user's repository)
+    readable = [scratch, sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                *[p for p in sys.path if p and os.path.isdir(p) and os.path.basename(p) in ("site-packages", "dist-packages")]]
     readable += req.get("package_paths", [])
-    _install_audit_hook(scratch, readable)
+    guard = Guard(kernel_file, scratch, readable, inputs_files, import_refusal)
+    guard.kernel_code = code
+    modules = _emulator_modules()
+    for m in modules:
+        if m.__name__.split(".")[0] in ("nki", "neuronxcc"):
+            for attr in dir(m):  # the API faces fill their caches on first use: fill them now, before the fingerprint
+                getattr(m, attr, None)
+    _seal(modules, guard)
+    before = _fingerprint(modules)
+    writer = TraceStreamWriter(lambda data: _write_all(stream_fd, data), kernel_file)
+    guard.install()
     for run in req["runs"]:
         rec: dict[str, Any] = {"id": run["id"]}
         runs_out.append(rec)
@@ -205,22 +208,40 @@ def _serve(req: dict[str, Any]) -> dict[str, Any]:
         else:
             inputs = make_inputs(task, run["dims"], run["seed"], run["dist"])
         pristine = [a.copy() for a in inputs]
-        namespace: dict[str, Any] = {"__name__": f"nki_candidate_{run['id']}", "__file__": kernel_file}
+        name = f"nki_candidate_{run['id']}"
+        module = types.ModuleType(name)
+        module.__file__ = kernel_file
+        sys.modules[name] = module  # a real module: dataclasses and typing look their class's module up there
+        trace = emu.Trace(sink=writer) if real_sim is None and run.get("trace", True) else None
+        if trace is not None:
+            writer.begin(run["id"])
         try:
-            exec(code, namespace)  # a fresh module per run: no state survives between runs
+            exec(code, module.__dict__)  # a fresh module per run: no state survives between runs
             if real_sim is not None:
                 from nkiagent.backends.neuron import pick_real_kernel
 
-                trace, result = None, real_sim(pick_real_kernel(namespace, req.get("kernel_name")), tuple(inputs))
+                result = real_sim(pick_real_kernel(module.__dict__, req.get("kernel_name")), tuple(inputs))
             else:
-                kernel = _pick_kernel(namespace, req.get("kernel_name"))
-                trace = emu.Trace() if run.get("trace") else None
+                kernel = _pick_kernel(module.__dict__, req.get("kernel_name"))
                 result = emu.run_kernel(kernel, tuple(inputs), target=req["target"], trace=trace, api=req.get("api", "0.3"))
-        except BaseException as exc:  # noqa: BLE001 — every kernel failure is reported, never raised
+        except BaseException as exc:  # every kernel failure is reported, never raised
             if isinstance(exc, KeyboardInterrupt):
                 raise
             rec["error"] = _error(exc, kernel_file)
             rec["inputs_unchanged"] = _unchanged(pristine, inputs)
+            result = None
+        finally:
+            sys.modules.pop(name, None)
+            if trace is not None:
+                writer.end(run["id"], trace)
+                rec["trace"] = {"records": writer.sent, "kept": len(trace.instructions)}
+                if len(trace.instructions) != writer.sent:
+                    rec["tampered"] = ["the trace lost or gained records after they were made"]
+        after = _fingerprint(modules)
+        patched = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        if patched:
+            rec.setdefault("tampered", []).append("the emulator was changed: " + ", ".join(patched[:8]))
+        if result is None:
             continue
         outs = result.outputs if isinstance(result.outputs, (tuple, list)) else [result.outputs]
         rec["outputs"] = []
@@ -229,39 +250,27 @@ def _serve(req: dict[str, Any]) -> dict[str, Any]:
                 rec["outputs"].append({"type": type(o).__name__})
                 continue
             path = os.path.join(scratch, f"out_{run['id']}_{k}.npy")
-            _WORKER_WRITING[0] = True
+            guard.writing = True
             try:
                 save_array(path, o)
             finally:
-                _WORKER_WRITING[0] = False
+                guard.writing = False
             rec["outputs"].append({"path": path, "shape": list(o.shape), "dtype": str(o.dtype)})
         rec["inputs_unchanged"] = _unchanged(pristine, inputs)
         rec["warnings"] = result.warnings[:20]
-        if trace is not None:
-            tpath = os.path.join(scratch, f"trace_{run['id']}.json")
-            _WORKER_WRITING[0] = True
-            try:
-                with open(tpath, "w") as fh:
-                    json.dump(trace.to_json(), fh)
-            finally:
-                _WORKER_WRITING[0] = False
-            rec["trace_path"] = tpath
     return {"compiled": True, "runs": runs_out}
 
 
 def main() -> None:
-    fd = int(sys.argv[1])
+    fd, stream_fd = int(sys.argv[1]), int(sys.argv[2])
     req = json.loads(sys.stdin.read())
     try:
-        answer = _serve(req)
-    except BaseException as exc:  # noqa: BLE001 — the parent must always get an answer
+        answer = _serve(req, stream_fd)
+    except BaseException as exc:  # the parent must always get an answer
         answer = {"compiled": False, "error": {"kind": "worker", "type": type(exc).__name__, "message": str(exc)[:2000], "location": "<worker>:0"}, "runs": []}
     answer["nonce"] = req["nonce"]
-    data = json.dumps(answer).encode()
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+    os.close(stream_fd)
+    _write_all(fd, json.dumps(answer).encode())
     os.close(fd)
 
 

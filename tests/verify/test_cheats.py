@@ -29,20 +29,19 @@ entry should go.
 
 from __future__ import annotations
 
-import ast
-import shutil
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from nkiagent.tasks import builtin_tasks, get_task
-from nkiagent.verify import gate
+from nkiagent.tasks import builtin_tasks
 from nkiagent.verify.result import EvalResult
-from nkiagent.verify.verifier import VerifyOptions, verify
+from nkiagent.verify.verifier import VerifyOptions
+
+from .corpus import header, verified_in_background
 
 CHEATS = Path(__file__).resolve().parent / "cheats"
 VERIFIER, BELOW_GATE_LAYER = "verifier", "below-gate"
@@ -112,28 +111,31 @@ ROWS: dict[str, tuple[str, ...]] = {
 
 #: Cheat → (verdict, reason) with the static gate switched off: what the other walls do alone.
 #: ``pass`` means the wall makes the trick harmless (a fresh module per run empties caches,
-#: the parent prices the trace and compares, the audit hook still watches what eval runs).
+#: the parent prices the trace and compares). Most are now stopped by the worker's runtime
+#: guard (imports the gate refuses, code built at run time, frames, module and class patches)
+#: or by the trace's integrity checks; the layers below the guard are exercised by
+#: ``benchmarks/mutate_defences.py``, which removes one defence at a time.
 BELOW_GATE: dict[str, tuple[str, str]] = {
-    "attrgetter_private_storage": ("rejected", "speed of light"),
-    "builtins_getattr": ("pass", ""),
+    "attrgetter_private_storage": ("rejected", "importing 'operator'"),
+    "builtins_getattr": ("rejected", "compiling or running code built at run time"),
     "call_counter_mode_switch": ("fail", "wrong answer"),
     "class_attr_cache": ("pass", ""),
-    "class_patch_region": ("pass", ""),
-    "decoy_cached_inputs": ("rejected", "speed of light"),
+    "class_patch_region": ("rejected", "the emulator was changed: nkiagent.emu.tensor.NkiTensor.region"),
+    "decoy_cached_inputs": ("rejected", "importing 'glob'"),
     "default_arg_cache": ("pass", ""),
     "deferred_thread_pool": ("rejected", "integrity [sandbox]"),
     "duck_typed_tensor": ("rejected", "integrity [err_tensor_constructor]"),
-    "dunder_import": ("pass", ""),
+    "dunder_import": ("rejected", "importing 'os'"),
     "escape_ctypes": ("rejected", "integrity [sandbox]"),
     "escape_os_system": ("rejected", "integrity [sandbox]"),
     "escape_socket": ("rejected", "integrity [sandbox]"),
     "escape_subprocess": ("rejected", "integrity [sandbox]"),
-    "exec_string": ("pass", ""),
+    "exec_string": ("rejected", "compiling or running code built at run time"),
     "facade_closure": ("fail", ""),
     "filesystem_cache_outside_scratch": ("rejected", "integrity [sandbox]"),
-    "forge_result_fd": ("fail", "nonce"),
-    "frame_walk_reference": ("rejected", "speed of light"),
-    "frame_walk_trace_trim": ("rejected", "integrity [sandbox]"),
+    "forge_result_fd": ("rejected", "importing 'json'"),
+    "frame_walk_reference": ("rejected", "object.__getattr__ 'gi_frame'"),
+    "frame_walk_trace_trim": ("rejected", "object.__getattr__ 'gi_frame'"),
     "gc_expected_output": ("rejected", "integrity [sandbox]"),
     "getattr_private_storage": ("rejected", "speed of light"),
     "global_state_drift": ("rejected", "non-deterministic"),
@@ -141,26 +143,26 @@ BELOW_GATE: dict[str, tuple[str, str]] = {
     "host_numpy_asarray": ("fail", "cannot be iterated"),
     "host_private_storage": ("rejected", "speed of light"),
     "host_tolist": ("fail", "tolist"),
-    "import_task_reference": ("rejected", "speed of light"),
-    "importlib_reference": ("rejected", "speed of light"),
+    "import_task_reference": ("rejected", "importing 'nkiagent.tasks.builtin.softmax'"),
+    "importlib_reference": ("rejected", "importing 'importlib'"),
     "lazy_array_object": ("fail", "wrong output"),
     "module_dict_cache": ("pass", ""),
-    "nki_impl_module": ("fail", "runtime error"),
+    "nki_impl_module": ("fail", "has no attribute '_isa_impl'"),
     "overwrite_cached_reference": ("rejected", "integrity [sandbox]"),
     "patch_checker_numpy": ("rejected", "integrity [sandbox]"),
-    "patch_cost_model": ("pass", ""),
-    "patch_nc_matmul": ("fail", "non-finite"),
-    "patch_tile_size": ("fail", "exceed architecture limitation"),
+    "patch_cost_model": ("rejected", "importing 'nkiagent.perf'"),
+    "patch_nc_matmul": ("rejected", "changing nki.isa.nc_matmul"),
+    "patch_tile_size": ("rejected", "changing nki.language.tile_size"),
     "process_cache_on_numpy": ("fail", "wrong answer"),
     "random_dither": ("rejected", "non-deterministic"),
-    "read_cached_reference": ("rejected", "speed of light"),
+    "read_cached_reference": ("rejected", "importing 'pathlib'"),
     "read_parent_environ": ("rejected", "integrity [sandbox]"),
     "scratch_trace_rewrite": ("rejected", "integrity [sandbox]"),
-    "suppress_fallback": ("fail", "wrong answer"),
-    "sys_getframe": ("rejected", "speed of light"),
+    "suppress_fallback": ("rejected", "importing 'contextlib'"),
+    "sys_getframe": ("rejected", "importing 'sys'"),
     "thread_finishes_later": ("rejected", "integrity [sandbox]"),
-    "timer_patch": ("pass", ""),
-    "trace_clear_internals": ("rejected", "speed of light"),
+    "timer_patch": ("rejected", "importing 'time'"),
+    "trace_clear_internals": ("rejected", "the trace lost or gained records"),
     "try_except_fallback": ("fail", "wrong answer"),
 }
 #: Gate-rejected cheats not run below the gate, and why.
@@ -190,37 +192,14 @@ def _leaked(res: EvalResult) -> bool:
 #: (layer, cheat) → (what is missing and the fix, how to tell the exploit worked); a gap in
 #: one wall that a later wall covers is listed too.
 HOLES: dict[tuple[str, str], tuple[str, Callable[[EvalResult], bool]]] = {
-    (BELOW_GATE_LAYER, "nki_impl_module"): (
-        (
-            "hole (emulator): the nki shim package keeps the implementation modules as nki._isa_impl / nki._language_impl, "
-            "whose f32/write/current read and write tiles on the host; do not bind them in the package namespace"
-        ),
-        _passed,
-    ),
     (BELOW_GATE_LAYER, "facade_closure"): (
         (
             "hole (emulator): the nki.language facade's __getattr__ closes over the implementation module, so its "
             "__closure__ cells hand kernel code current/write/f32 (silu computed on the host, 50 µs vs the baseline's "
-            "124 µs); no in-process object can be hidden from introspection, so only the gate stands here — keep the "
-            "dunder and introspection rules total"
+            "124 µs); no in-process object can be hidden from introspection (function __closure__ and __globals__ "
+            "raise no audit event), so only the gate stands here — keep the dunder and introspection rules total"
         ),
         _passed,
-    ),
-    (BELOW_GATE_LAYER, "class_patch_region"): (
-        (
-            "hole (emulator): NkiTensor.region, which ops._access calls to build trace records, can be monkeypatched by "
-            "kernel code; an empty partition range drops every dependence (softmax 99 µs → 71 µs, outputs exact); the "
-            "trace must be built from private state the kernel cannot override"
-        ),
-        _beat_its_baseline,
-    ),
-    (BELOW_GATE_LAYER, "frame_walk_trace_trim"): (
-        (
-            "hole (worker): the audit hook ignores object.__getattr__ (gi_frame, tb_frame, f_code) and sys._getframe, so "
-            "kernel code walks to run_kernel's ctx and deletes ScalarE work from its own trace (softmax 99 µs → 81 µs); "
-            "refuse those events unless the requesting code is nkiagent's own"
-        ),
-        _beat_its_baseline,
     ),
 }
 
@@ -241,8 +220,7 @@ class Cheat:
 
 
 def _parse(path: Path) -> Cheat:
-    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
-    fields = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in doc.splitlines() if ":" in line)}
+    fields = header(path)
     return Cheat(
         name=path.stem,
         path=path,
@@ -283,37 +261,21 @@ def _cases() -> list[Any]:
 @pytest.fixture(scope="module")
 def verdicts(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[tuple[str, str], Future[EvalResult]]]:
-    """Verdicts of the selected cases, verified two at a time in the background as the tests ask for them.
-
-    Below-gate copies of the cheats live in their own directory, and only for files there
-    does the gate answer "no violations".
-    """
+) -> Iterator[dict[str, Future[EvalResult]]]:
+    """Verdicts of the selected cases, verified two at a time in the background as the tests ask for them."""
     selected = [
         (item.callspec.params["layer"], item.callspec.params["cheat"])
         for item in request.session.items
         if getattr(item, "function", None) is test_cheat
     ]
-    gate_off = tmp_path_factory.mktemp("gate_off")
-    real_check = gate.check_source
-
-    def check(source: str, filename: str = "<kernel>") -> list[gate.Violation]:
-        return [] if Path(filename).parent == gate_off else real_check(source, filename)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(gate, "check_source", check)
-        pool = ThreadPoolExecutor(max_workers=2)
-        futures = {}
-        for layer, c in selected:
-            path = c.path if layer == VERIFIER else Path(shutil.copy(c.path, gate_off / c.path.name))
-            futures[(layer, c.name)] = pool.submit(verify, path, get_task(c.task), "trn2", _options(layer, c))
+    jobs = [(f"{layer}:{c.name}", c.path, c.task, _options(layer, c), layer == VERIFIER) for layer, c in selected]
+    with verified_in_background(jobs, tmp_path_factory.mktemp("cheats")) as futures:
         yield futures
-        pool.shutdown(wait=True, cancel_futures=True)
 
 
 @pytest.mark.parametrize(("layer", "cheat"), _cases())
-def test_cheat(layer: str, cheat: Cheat, verdicts: dict[tuple[str, str], Future[EvalResult]]) -> None:
-    res = verdicts[(layer, cheat.name)].result()
+def test_cheat(layer: str, cheat: Cheat, verdicts: dict[str, Future[EvalResult]]) -> None:
+    res = verdicts[f"{layer}:{cheat.name}"].result()
     verdict, reason = _expected(layer, cheat)
     hole = HOLES.get((layer, cheat.name))
     if (hole is not None and hole[1](res)) or (res.verdict == "pass" and verdict != "pass"):

@@ -30,6 +30,9 @@ def _run(tmp_path: Path, body: str, **limits) -> object:
     return run_worker(_kernel(tmp_path, body), TASK.source_path, RUN, target="trn2", limits=Limits(**limits) if limits else Limits())
 
 
+#: The os module, reached the way code past the gate could reach it (typing imports sys).
+OS = "typing.sys.modules['os']"
+
 HONEST = """
 import nki, nki.isa as nisa, nki.language as nl
 @nki.jit
@@ -67,7 +70,26 @@ def test_unbounded_allocation_hits_the_memory_limit(tmp_path: Path) -> None:
 
 
 def test_segfault_is_reported_as_a_crash(tmp_path: Path) -> None:
-    out = _run(tmp_path, "import faulthandler\nfaulthandler._sigsegv()\n")
+    """A worker that dies of a signal (kernel code can no longer crash it from inside: faulthandler is refused)."""
+    import signal
+    import threading
+
+    import psutil
+
+    def kill_the_worker() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            for child in psutil.Process().children(recursive=True):
+                if "nkiagent.verify.worker" in " ".join(child.cmdline()):
+                    time.sleep(1.0)
+                    child.send_signal(signal.SIGSEGV)
+                    return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_the_worker)
+    killer.start()
+    out = _run(tmp_path, "while True:\n    pass\n", wall_s=30.0)
+    killer.join()
     assert out.status == "crashed" and "SIGSEGV" in out.detail
 
 
@@ -83,13 +105,23 @@ def test_printing_without_end_hits_the_output_limit(tmp_path: Path) -> None:
     [
         ("import socket\n", "importing 'socket'"),
         ("import subprocess\n", "importing 'subprocess'"),
-        ("import os\nos.system('true')\n", "os.system"),
+        ("import os\n", "importing 'os'"),
+        ("import sys\n", "importing 'sys'"),
+        ("import nkiagent.emu.memory\n", "importing 'nkiagent.emu.memory'"),
+        ("from numpy import testing\n", "importing 'numpy'"),
+        # modules reached through an allowed module's attributes (the gate's job): the actions are still refused
+        (f"{OS}.system('true')\n", "os.system"),
         ("open('/tmp/nkiagent-escape.txt', 'w').write('x')\n", "writing '/tmp/nkiagent-escape.txt'"),
-        ("import threading\nthreading.Thread(target=print).start()\n", "starting threads"),
+        ("open('/etc/hostname').read()\n", "reading '/etc/hostname'"),
+        (f"{OS}.listdir('/')\n", "os.listdir"),
+        ("typing.sys.modules['threading'].Thread(target=print).start()\n", "starting threads"),
+        ("typing.sys._getframe(0)\n", "sys._getframe"),
+        ("eval('1 + 1')\n", "compiling or running code built at run time"),
+        ("functools.reduce(eval, ['1'], None) if False else exec(compile('x = 1', 'k', 'exec'))\n", "compiling or running code"),
     ],
 )
 def test_audit_hook_refuses_escapes(tmp_path: Path, body: str, event: str) -> None:
-    out = _run(tmp_path, body + HONEST)
+    out = _run(tmp_path, "import typing, functools\n" + body + HONEST)
     err = out.answer["runs"][0]["error"]
     assert err["kind"] == "sandbox" and event in err["message"]
     assert not os.path.exists("/tmp/nkiagent-escape.txt")
@@ -97,13 +129,14 @@ def test_audit_hook_refuses_escapes(tmp_path: Path, body: str, event: str) -> No
 
 def test_environment_is_scrubbed_of_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
-    body = HONEST.replace("return out", "assert 'OPENAI_API_KEY' not in __import__('os').environ\n    return out")
+    body = "import typing\n" + HONEST.replace("return out", f"assert 'OPENAI_API_KEY' not in {OS}.environ\n    return out")
     out = _run(tmp_path, body)
     assert "error" not in out.answer["runs"][0], out.answer["runs"][0].get("error")
 
 
 def test_answer_without_the_nonce_is_not_trusted(tmp_path: Path) -> None:
     """A kernel that forges an answer on the result pipe cannot know the nonce."""
-    body = "import os, json, sys\nos.write(int(sys.argv[1]), json.dumps({'compiled': True, 'runs': [], 'nonce': 'guess'}).encode())\nos._exit(0)\n"
+    body = (f"import typing\nos = {OS}\nos.write(int(typing.sys.argv[1]), b'{{\"compiled\": true, \"runs\": [], \"nonce\": \"guess\"}}')\n"
+            "os._exit(0)\n")
     out = _run(tmp_path, body)
     assert out.answer is None and out.status in ("bad-answer", "crashed")

@@ -62,9 +62,7 @@ class LegacyKernel(Kernel):
         except NeedHostPlan:
             pass
         if trace is not None:  # drop the aborted attempt's records
-            trace.instructions.clear()
-            trace.allocations.clear()
-            trace.warnings.clear()
+            trace.reset()
         with planning(None) as plan:
             assert plan is not None
             run_kernel(self, args, kwargs, timing_only=True, api="0.1")

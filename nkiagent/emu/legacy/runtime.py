@@ -501,9 +501,8 @@ def retarget(ctx: KernelContext, src: NkiTensor, dst: NkiTensor, accumulate: boo
         a.rec.first = a.rec.last = -1  # the temporary never existed on the hardware
     if ctx.trace is not None:
         ins = ctx.trace.instructions[-1]
-        ins.writes = tuple(_ops._access(w.role, dst) if w.region.alloc == a.uid else w for w in ins.writes)
-        if accumulate:
-            ins.attrs = {**ins.attrs, "accumulate": True}
+        ctx.trace.amend_last(writes=tuple(_ops._access(w.role, dst) if w.region.alloc == a.uid else w for w in ins.writes),
+                             attrs={**ins.attrs, "accumulate": True} if accumulate else None)
         if dropped:
             allocs = ctx.trace.allocations
             for k in range(len(allocs) - 1, -1, -1):

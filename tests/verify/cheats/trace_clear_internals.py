@@ -2,16 +2,21 @@
 ROW: C8
 TASK: vector_add
 EXPECT: rejected
-REASON: static gate [private-attribute]
+REASON: static gate [dunder-attribute]
 
 The cost model prices only the recorded trace. Through the implementation module behind
-the facade (``nki._language_impl.current()``) the kernel reaches its own context and keeps
-one instruction in eight: an estimate far below what the bytes moved allow.
+the facade (its ``__getattr__``'s closure) the kernel reaches its own context and keeps
+one instruction in eight: an estimate far below what the bytes moved allow. Below the
+gate the records are already out of the process (streamed as made), and the worker sees
+its own copy lose records.
 """
 
 import nki
 import nki.isa as nisa
 import nki.language as nl
+import numpy as np
+
+_impl = next(c.cell_contents for c in type(nl).__getattr__.__closure__ if type(np) in type(c.cell_contents).__mro__)
 
 
 @nki.jit
@@ -26,7 +31,7 @@ def kernel(a, b):
         nisa.dma_copy(dst=tb, src=b[rows, :])
         nisa.tensor_tensor(dst=ta, data1=ta, data2=tb, op=nl.add)
         nisa.dma_copy(dst=out[rows, :], src=ta)
-    trace = nki._language_impl.current().trace
+    trace = _impl.current().trace
     if trace is not None:
         trace.instructions[:] = trace.instructions[::8]
     return out

@@ -15,6 +15,7 @@ from nkiagent.emu.nki import typing
 isa = api_module("neuronxcc.nki.isa", _legacy.isa)
 language = api_module("neuronxcc.nki.language", _legacy.language)
 compiler = api_module("neuronxcc.nki.compiler", _legacy.compiler)
+del _legacy  # the implementation is not reachable as an attribute of the package kernels import
 
 __version__ = "0.1.0+nkiagent.emu"
 __all__ = [
