@@ -48,6 +48,9 @@ class RunResult:
     sbuf_peak_bytes: int
     target: str
     warnings: list[str] = field(default_factory=list)
+    #: A timing-only run that read tensor values (it read zeros) says where: its trace, and so any
+    #: latency from it, may not be the kernel's. Empty for runs with data.
+    unfaithful: list[str] = field(default_factory=list)
 
 
 class Kernel:
@@ -77,6 +80,8 @@ class Kernel:
         ctx = memory.running()
         if ctx is not None:
             if self.grid:
+                if ctx.host_launcher and not ctx.grid:
+                    return _launch_inline(ctx, self, args, kwargs)
                 raise NkiRuntimeError(
                     "err_nested_kernel_with_spmd_grid",
                     f"Calling kernel with spmd grid ({self.fn.__name__}{list(self.grid)}) inside another kernel is not supported",
@@ -86,6 +91,29 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<nki kernel {self.fn.__name__}{list(self.grid) if self.grid else ''}>"
+
+
+def _launch_inline(ctx: memory.KernelContext, kernel: Kernel, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A plain (undecorated) entry function launching ``kernel[grid](...)``: run the grid's programs here, in order.
+
+    This is the host-side launcher pattern — the entry picks the grid from the shapes — and it is
+    safe to run inside the launch: the entry sees its inputs as HBM tensors (opaque, no host data),
+    so all it can do is choose the grid and the arguments. Each program gets its own SBUF/PSUM
+    (tiles do not cross programs), and the programs of one launch share its ``shared_hbm`` outputs.
+    """
+    base = len(ctx.shared)
+    ctx.grid = kernel.grid
+    result: Any = None
+    try:
+        for k, pid in enumerate(itertools.product(*(range(g) for g in kernel.grid))):
+            ctx.program_id = pid
+            ctx.shared_cursor = base
+            r = kernel.fn(*args, **kwargs)
+            if k == 0:
+                result = r
+    finally:
+        ctx.grid, ctx.program_id = (), ()
+    return result
 
 
 def jit(fn: Callable[..., Any] | None = None, mode: Any = None, **kwargs: Any) -> Any:
@@ -284,6 +312,7 @@ def run_kernel(
     api = k.api or api
     tgt = get_target(target if target is not None else k.options.get("platform_target"))  # 0.1's nki.jit(platform_target=)
     ctx = KernelContext(tgt, trace, compute=not timing_only, api=api)
+    ctx.host_launcher = not isinstance(kernel, Kernel) and api != "0.1"  # a plain entry function may launch a gridded kernel
     if trace is not None:
         trace.target = tgt.name
     grid = k.grid or ()
@@ -329,9 +358,10 @@ def run_kernel(
     msgs = [str(w.message) for w in caught]
     if trace is not None:
         trace.warnings.extend(msgs)
+        trace.unfaithful.extend(ctx.data_reads)
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return RunResult(outputs, trace, ctx.seq, ctx.sbuf_peak, tgt.name, msgs)
+    return RunResult(outputs, trace, ctx.seq, ctx.sbuf_peak, tgt.name, msgs, list(ctx.data_reads))
 
 
 def _param_name(fn: Callable[..., Any], i: int) -> str:

@@ -53,6 +53,7 @@ from .ops import (  # noqa: E402
     check_memory,
     check_same_shape_pp,
     close_psum_group,
+    data_read,
     f32,
     record,
     require_tensor,
@@ -1248,14 +1249,15 @@ def register_move(dst: Any, src: Any) -> None:
 def register_load(dst: Any, src: Any) -> None:
     """Load the single integer in ``src`` (an HBM or SBUF tensor of one element) into register ``dst``.
 
-    In timing-only runs there are no values, so the register reads 0.
+    In timing-only runs there are no values, so the register reads 0 and the run is marked as
+    not faithful (its control flow may not be the kernel's).
     """
     ctx = current()
     op = "register_load"
     reg = _register(op, "dst", dst)
     t = _scalar_tensor(op, "src", src)
     record(ctx, op, "sync", [("src", t)], [])
-    reg._value = int(t._np().reshape(-1)[0]) if ctx.compute else 0
+    reg._value = int(t._np().reshape(-1)[0]) if ctx.compute else data_read(ctx, "a register loaded from a tensor")
 
 
 def register_store(dst: Any, src: Any) -> None:

@@ -369,9 +369,10 @@ class OnChipRecord:
     compiler's liveness analysis.
     """
 
-    __slots__ = ("uid", "memory", "bytes_pp", "first", "last", "name", "shape", "dtype", "location", "address", "manual")
+    __slots__ = ("uid", "memory", "bytes_pp", "first", "last", "name", "shape", "dtype", "location", "address", "manual", "program")
 
-    def __init__(self, alloc: Alloc, location: str, manual: bool) -> None:
+    def __init__(self, alloc: Alloc, location: str, manual: bool, program: tuple[int, ...] = ()) -> None:
+        self.program = program  #: the SPMD program that allocated it: only that program's instructions may touch it
         self.uid = alloc.uid
         self.memory = alloc.memory
         self.bytes_pp = alloc.bytes_pp
@@ -422,6 +423,8 @@ class KernelContext:
         self.api = api
         self.program_id: tuple[int, ...] = ()
         self.grid: tuple[int, ...] = ()
+        #: the launch runs a plain entry function, which may launch ``kernel[grid](...)`` (frontend._launch_inline)
+        self.host_launcher = False
         self.seq = 0
         self.next_uid = 1
         self.sbuf_peak = 0
@@ -440,6 +443,9 @@ class KernelContext:
         self.loops: list[list[Any]] = []  # [uid, kind, iteration]
         #: the same as tuples, kept current by the loop iterators: what each trace record copies
         self.loops_now: tuple[tuple[int, str, int], ...] = ()
+        #: Where a timing-only run (no data) read a value from a tensor into control flow or an address
+        #: (a register load, a dynamic offset): it read 0, so its trace may not be the kernel's.
+        self.data_reads: list[str] = []
         self.next_loop = 1
         self.shared: list[Alloc] = []  # shared_hbm allocations, in creation order, for SPMD sharing
         self.shared_cursor = 0
@@ -490,7 +496,7 @@ class KernelContext:
         location = kernel_location()
         if mem in ("sbuf", "psum"):
             self._check_onchip(alloc, address)
-            alloc.rec = OnChipRecord(alloc, location, address is not None)
+            alloc.rec = OnChipRecord(alloc, location, address is not None, self.program_id)
             self.onchip.append(alloc.rec)
             if mem == "psum" and self.compute:
                 alloc.acc_open = AccOpen(math.prod(shape))

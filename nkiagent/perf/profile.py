@@ -55,6 +55,10 @@ class Profile:
     below_speed_of_light: bool = False
     advice: list[str] = field(default_factory=list)
     hot_lines: list[dict[str, Any]] = field(default_factory=list)
+    #: False when the trace came from a timing-only run that read tensor values into control flow or
+    #: addresses (it read zeros): the estimate may then not be the kernel's, and ``unfaithful`` says where.
+    faithful: bool = True
+    unfaithful: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,6 +124,8 @@ def build_profile(
         roofline_us=round(max(roof_compute, roof_mem) / 1e3, 3),
         roofline_bound="compute" if roof_compute >= roof_mem else "memory",
         hot_lines=_hot_lines(trace, timeline),
+        faithful=not trace.unfaithful,
+        unfaithful=list(trace.unfaithful),
     )
     if sol is not None and sol.latency_ns > 0:
         prof.sol_latency_us = round(sol.latency_ns / 1e3, 3)

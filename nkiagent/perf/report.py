@@ -25,6 +25,10 @@ def summary_text(p: Profile, max_lines: int = 40) -> str:
         f"latency {p.latency_us:,.2f} µs on {p.target} ({p.timing_source}, {p.model_version}), {p.instructions} instructions",
         f"bottleneck: {p.bottleneck}",
     ]
+    if not p.faithful:
+        lines.insert(0, "NOT FAITHFUL: this timing-only run has no data, and the kernel read tensor values into its control flow or "
+                        f"addresses (they read 0), so the estimate below may not be the kernel's; profile with data instead. "
+                        f"First: {p.unfaithful[0]}")
     for name, st in p.engines.items():
         lines.append(f"  {name:8s} {_bar(st.active_pct)} {st.active_pct:5.1f}%  {st.busy_us:,.2f} µs  ({st.instructions} instr)")
     mib = 2**20

@@ -37,7 +37,8 @@ def _resolve(shape: Sequence[int | str], dims: Dims) -> tuple[int, ...]:
 class InputSpec:
     """One kernel input. ``shape`` entries are ints or names of ``Task.dims``.
 
-    ``domain`` restricts values: ``real`` (default), ``positive`` (> 0), ``unit`` ([0, 1)).
+    ``domain`` restricts values: ``real`` (default), ``positive`` (> 0), ``nonnegative`` (≥ 0, exact zeros
+    where the distribution has them), ``unit`` ([0, 1)).
     """
 
     name: str
@@ -96,6 +97,16 @@ class Task:
     #: Compare the kernel's output after reshaping it to ``output.shape`` (NKIBench kernels may
     #: return any layout with the right number of elements).
     reshape_output: bool = False
+    #: Value distributions of the correctness protocol. Every task has normal, heavy-tailed and
+    #: large inputs; one whose maths is sensitive to a large mean offset or to constant (and all
+    #: zero) rows adds ``"offset"`` / ``"constant_rows"`` (see ``nkiagent.verify.inputs``).
+    distributions: tuple[str, ...] = ("normal", "heavy_tailed", "large")
+    #: The task's kernels may choose their instructions from the data (registers loaded from
+    #: tensors: dynamic loops, data-dependent addresses), as MoE routing or ragged batches do. Off
+    #: by default: an NKI kernel's instruction stream is a function of its shapes, so the verifier
+    #: rejects a kernel whose stream changes between two inputs of one shape. When on, the
+    #: reported latency is the worst over the visible shape's runs.
+    data_dependent: bool = False
 
     # -- shapes ---------------------------------------------------------------------------------
     def input_shapes(self, dims: Dims | None = None) -> list[tuple[int, ...]]:

@@ -16,10 +16,32 @@ import numpy as np
 from ..emu.dtypes import as_dtype
 from ..tasks.spec import InputSpec, Task
 
-__all__ = ["DISTRIBUTIONS", "Case", "make_inputs", "cases", "InputCache", "save_array"]
+__all__ = ["DISTRIBUTIONS", "EXTRA_DISTRIBUTIONS", "Case", "InputCache", "cases", "describe_distribution", "make_inputs", "save_array"]
 
-#: normal; heavy-tailed with outliers; large magnitude (§ correctness protocol of issue 4)
+#: Every task's distributions: normal; heavy-tailed with outliers; large magnitude.
 DISTRIBUTIONS = ("normal", "heavy_tailed", "large")
+#: Distributions a task adds where its maths is sensitive to them (``Task.distributions``): a large
+#: mean offset (a one-pass variance E[x²] − E[x]² cancels catastrophically), and rows that are
+#: constant, some of them all zero (a variance of 0, a max − min of 0, an RMS of 0).
+EXTRA_DISTRIBUTIONS = ("offset", "constant_rows")
+#: The mean offset of ``offset`` inputs, in standard deviations: large enough that E[x²] − E[x]² in
+#: fp32 loses the variance, small enough that an fp32 two-pass mean and variance stays within a
+#: 1e-4 tolerance (measured on layernorm: both hold from about 8 to 16).
+OFFSET = 16.0
+
+_DESCRIPTIONS = {
+    "normal": "normal inputs",
+    "heavy_tailed": "heavy-tailed inputs (outliers)",
+    "large": "large-magnitude inputs (×1000)",
+    "offset": f"inputs with a large mean offset (+{OFFSET:g}, standard deviation 1)",
+    "constant_rows": "inputs whose rows are constant (some all zero)",
+    "native": "the task's own inputs",
+}
+
+
+def describe_distribution(dist: str) -> str:
+    """How a failure report names a distribution (its seed and place in the run order stay private)."""
+    return _DESCRIPTIONS.get(dist, f"{dist} inputs")
 
 
 @dataclass(frozen=True)
@@ -36,26 +58,67 @@ class Case:
         return dict(self.dims)
 
     def label(self) -> str:
+        """The full description, for logs on this machine (it names the hidden shape and the seed)."""
         shape = ",".join(f"{k}={v}" for k, v in self.dims)
         return f"{'hidden ' if self.hidden else ''}shape({shape}) seed={self.seed} dist={self.distribution}"
 
+    def public_label(self, visible: Mapping[str, int]) -> str:
+        """What a kernel's author is told about this case: the visible shape by its sizes, a hidden one only by
+        how it relates to the visible one, the distribution by name — never a seed, the run order or a hidden size.
 
-def cases(task: Task, seeds: int = 5, distributions: tuple[str, ...] = DISTRIBUTIONS) -> list[Case]:
-    """Every case of the protocol: each shape (visible first) × seed × distribution.
+        Those would turn failure messages into an oracle: a deliberately wrong kernel could read
+        the hidden shapes off them, then specialise to them.
+        """
+        dist = describe_distribution(self.distribution)
+        if not self.hidden:
+            return f"the visible shape ({', '.join(f'{k}={v}' for k, v in visible.items())}) with {dist}"
+        return f"a hidden shape ({shape_relation(self.dims_dict, visible)}) with {dist}"
 
+
+def shape_relation(dims: Mapping[str, int], visible: Mapping[str, int]) -> str:
+    """``larger than the visible shape in every dimension``, ``N smaller, D larger than the visible shape`` …"""
+    rel = {k: "larger" if dims[k] > v else "smaller" if dims[k] < v else "the same" for k, v in visible.items() if k in dims}
+    kinds = set(rel.values())
+    if len(kinds) == 1 and len(rel) > 1:
+        kind = kinds.pop()
+        return "the same as the visible shape" if kind == "the same" else f"{kind} than the visible shape in every dimension"
+    return ", ".join(f"{k} {v}" for k, v in rel.items()) + " than the visible shape"
+
+
+#: Seeds per hidden shape: a hidden shape tests that the kernel handles other sizes, which needs
+#: every distribution but not every seed (the visible shape's seeds test the data).
+HIDDEN_SEEDS = 2
+
+
+def cases(task: Task, seeds: int = 5, distributions: tuple[str, ...] | None = None) -> list[Case]:
+    """Every case of the protocol: the visible shape × ``seeds`` × distribution, then each hidden shape ×
+    ``min(seeds, HIDDEN_SEEDS)`` × distribution.
+
+    ``distributions`` defaults to the task's own (:data:`DISTRIBUTIONS` plus what the task adds).
     A task that draws its own inputs (``Task.generate``) has one distribution, ``native``.
     """
+    if distributions is None:
+        distributions = task.distributions
     if task.generate is not None:
         distributions = ("native",)
     out = []
     for k, dims in enumerate(task.all_dims()):
-        for seed in range(seeds):
+        for seed in range(seeds if k == 0 else min(seeds, HIDDEN_SEEDS)):
             for dist in distributions:
                 out.append(Case(tuple(sorted(dims.items())), seed, dist, hidden=k > 0))
     return out
 
 
-def _values(rng: np.random.Generator, n: int, dist: str) -> np.ndarray:
+def _values(rng: np.random.Generator, n: int, dist: str, row: int, seed: int) -> np.ndarray:
+    if dist == "offset":
+        return rng.standard_normal(n, dtype=np.float32) + np.float32(OFFSET)
+    if dist == "constant_rows":
+        row = max(row, 1)  # n is always a whole number of rows: the last dimension's length
+        per_row = rng.standard_normal(n // row, dtype=np.float32) * np.float32(3.0)
+        # the same rows are zero in every input of the case (drawn from the seed alone), so a formula
+        # that divides by a statistic of several inputs meets 0 / 0 there too
+        per_row[np.random.default_rng([seed, 0x5EED]).random(n // row) < 0.25] = 0.0
+        return np.repeat(per_row, row)
     if dist == "normal":
         return rng.standard_normal(n, dtype=np.float32)
     if dist == "heavy_tailed":
@@ -84,9 +147,11 @@ def _one(spec: InputSpec, dims: Mapping[str, int], seed: int, dist: str, index: 
         if info is not None:
             lo, hi = max(lo, info.min), min(hi, info.max)
         return rng.integers(lo, hi + 1, size=shape).astype(dtype)
-    x = _values(rng, n, dist)
+    x = _values(rng, n, dist, shape[-1] if shape else 1, seed)
     if spec.domain == "positive":
         x = np.abs(x) + np.float32(1e-3)
+    elif spec.domain == "nonnegative":
+        x = np.abs(x)
     elif spec.domain == "unit":
         x = (np.tanh(x / np.float32(4.0)) + np.float32(1.0)) * np.float32(0.5)
     return x.reshape(shape).astype(dtype)

@@ -1,20 +1,36 @@
 """The verifier: static gate → sandboxed runs → correctness and integrity → profile → verdict.
 
-Everything that decides is here, in the parent: the worker only runs the kernel and
-reports. A kernel ``pass``es only when it clears the static gate, runs without error on
-every case of the protocol (5 seeds × 3 distributions × the visible and hidden shapes),
-matches the reference within tolerance everywhere with exact shape and dtype, leaves its
-inputs unchanged, is deterministic, and its latency estimate does not beat the task's
+Everything that decides is here, in the parent: the workers only run the kernel and report. A
+kernel ``pass``es only when it clears the static gate, runs without error on every case of the
+protocol (seeds × the task's value distributions × the visible and hidden shapes), matches
+the reference within tolerance everywhere with exact shape and dtype, leaves its inputs
+unchanged, is deterministic, leaves its trace and the emulator untouched, issues the same
+instructions for every input of one shape, and its latency estimate does not beat the task's
 speed of light. Speedup is baseline latency / kernel latency on the same target.
+
+Every run is traced (the trace streams to the parent as it is made), because the instruction
+stream is the invariant that makes one timed run enough: NKI instructions are a function of
+the shapes (and of registers a kernel reads on purpose), so all runs of one shape must stream
+the same instructions. A kernel that recognises an input and skips work there changes its
+stream and is rejected; the latency is the worst over the visible shape's distinct streams,
+which for every honest kernel of a task without data-dependent control is exactly one.
+
+Failure messages say what is wrong — which shape class, which distribution, how many
+elements, how large the error — and never a reference value, a hidden size, a seed or the
+run order, which would make a deliberately wrong kernel an oracle for the hidden cases.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 import shutil
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,29 +39,34 @@ import numpy as np
 from ..emu.trace import Trace
 from ..tasks.spec import Task
 from .compare import compare
-from .inputs import DISTRIBUTIONS, Case, InputCache, cases
+from .inputs import Case, InputCache, cases, describe_distribution
 from .result import EvalResult
 from .sandbox import Limits, WorkerOutcome, run_worker
 
 __all__ = ["BACKEND_ENV", "VerifyOptions", "baseline_latency", "verify"]
 
 
+@dataclass(frozen=True)
 class VerifyOptions:
-    """Protocol knobs (defaults are the documented protocol; tests may shrink them)."""
+    """Protocol knobs (defaults are the documented protocol; tests may shrink them).
 
-    def __init__(self, seeds: int = 5, distributions: tuple[str, ...] = DISTRIBUTIONS, hidden: bool = True,
-                 limits: Limits = Limits(), with_baseline: bool = True) -> None:
-        self.seeds = seeds
-        self.distributions = distributions
-        self.hidden = hidden
-        self.limits = limits
-        self.with_baseline = with_baseline
+    ``distributions``: ``None`` means the task's own. ``parallel``: worker processes one
+    verification spreads its cases over (default: all cores; :func:`~nkiagent.verify.pool.verify_many`
+    divides the cores between the candidates it runs at once).
+    """
+
+    seeds: int = 5
+    distributions: tuple[str, ...] | None = None
+    hidden: bool = True
+    limits: Limits = field(default_factory=Limits)
+    with_baseline: bool = True
+    parallel: int | None = None
 
 
 #: Emulator errors that only an attempt to get around the emulator can cause.
 _INTEGRITY_CODES = frozenset({"err_tensor_constructor"})
 
-_BASELINE_CACHE: dict[tuple[str, str, str], float | None] = {}
+_BASELINE_CACHE: dict[tuple[str, ...], float | None] = {}
 _BASELINE_LOCK = threading.Lock()
 
 
@@ -53,53 +74,97 @@ def _detect_api(source: str) -> str:
     return "0.1" if "neuronxcc" in source else "0.3"
 
 
-def _location(path: str, err: dict[str, Any], original: str) -> str:
+def _location(err: dict[str, Any], scratch_kernels: list[str], original: str) -> str:
+    """An error's ``file:line`` in the author's file, not the worker's scratch copy of it."""
     loc = str(err.get("location", ""))
-    return loc.replace(path, original) if path else loc
+    for scratch in scratch_kernels:
+        loc = loc.replace(scratch, original)
+    return loc
 
 
-def _profile(trace_path: str, task: Task, target: str, dims: dict[str, int]) -> tuple[dict[str, Any], float, Any]:
+def _profile(trace: Trace, task: Task, target: str, dims: dict[str, int]) -> Any:
     from ..perf import profile_trace, speed_of_light
     from ..perf.specs import get_spec
 
-    trace = Trace.from_json(json.loads(Path(trace_path).read_text()))
     work = task.work(dims)
     sol = speed_of_light(get_spec(target), matmul_flops=work["matmul_flops"], vector_elems=work["vector_elems"],
                          scalar_elems=work["scalar_elems"], hbm_bytes=work["hbm_bytes"])
     prof, _ = profile_trace(trace, target, task_flops=work["matmul_flops"] or None, sol=sol)
-    return prof.to_dict(), prof.latency_us, prof
+    return prof
 
 
-def baseline_latency(task: Task, target: str, limits: Limits = Limits()) -> float | None:
-    """Latency estimate of the task's baseline kernel on ``target`` (cached per process).
+# ------------------------------------------------------------------------------------ baseline
 
-    Thread-safe: pools verify many candidates of one task at once, and the baseline must be
-    run once, not once per slot.
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nkiagent" / "baselines"
+
+
+_CODE_VERSION: list[str] = []
+
+
+def _code_version() -> str:
+    """A hash of the emulator's and cost model's sources: a stored baseline latency is only reused while both are unchanged."""
+    if not _CODE_VERSION:
+        root = Path(__file__).resolve().parents[1]
+        h = hashlib.sha256()
+        for path in sorted([*root.glob("emu/**/*.py"), *root.glob("perf/**/*.py")]):
+            h.update(path.relative_to(root).as_posix().encode())
+            h.update(path.read_bytes())
+        _CODE_VERSION.append(h.hexdigest()[:16])
+    return _CODE_VERSION[0]
+
+
+def baseline_latency(task: Task, target: str, limits: Limits | None = None) -> float | None:
+    """Latency estimate of the task's baseline kernel on ``target``, kept per process and on disk.
+
+    Thread-safe: pools verify many candidates of one task at once, and the baseline must be run
+    once, not once per slot. The disk copy (``~/.cache/nkiagent/baselines``) is keyed by the task
+    file, the baseline file, the target and the emulator's and cost model's sources, so a new
+    session does not pay for it again and a changed cost model never reuses an old number.
     """
     path = task.baseline_path()
     if path is None or not path.is_file():
         return None
-    key = (task.name, hashlib.sha256(path.read_bytes()).hexdigest(), target)
+    task_src = task.source_path.read_bytes() if task.source_path and task.source_path.is_file() else task.name.encode()
+    key = (task.name, hashlib.sha256(task_src + b"\0" + path.read_bytes()).hexdigest()[:16], target, _code_version())
     with _BASELINE_LOCK:
-        if key not in _BASELINE_CACHE:
-            _BASELINE_CACHE[key] = _run_baseline(task, path, target, limits)
-        return _BASELINE_CACHE[key]
+        if key in _BASELINE_CACHE:
+            return _BASELINE_CACHE[key]
+        stored = _cache_dir() / f"{'-'.join(key)}.json"
+        try:
+            value = json.loads(stored.read_text())["latency_us"]
+            _BASELINE_CACHE[key] = float(value) if value is not None else None
+            return _BASELINE_CACHE[key]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        lat = _run_baseline(task, path, target, limits or Limits())
+        _BASELINE_CACHE[key] = lat
+        if lat is not None:
+            try:
+                stored.parent.mkdir(parents=True, exist_ok=True)
+                tmp = stored.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(json.dumps({"task": task.name, "target": target, "latency_us": lat}))
+                os.replace(tmp, stored)
+            except OSError:
+                pass  # a read-only home: the process cache still holds it
+        return lat
 
 
 def _run_baseline(task: Task, path: Path, target: str, limits: Limits) -> float | None:
-    first = cases(task, 1, DISTRIBUTIONS[:1])[:1]
+    first = cases(task, 1, task.distributions[:1])[:1]
     cache = InputCache().ensure(task, first)
-    run = {"id": 0, "dims": dict(task.dims), "seed": 0, "dist": first[0].distribution, "trace": True,
+    run = {"id": 0, "dims": dict(task.dims), "seed": 0, "dist": first[0].distribution,
            "input_paths": InputCache.input_paths(cache, 0, len(task.inputs))}
     out = run_worker(path, None, [run], target=target, api=_detect_api(path.read_text()), limits=limits)
-    lat = None
     try:
-        if out.answer and out.answer["runs"] and "trace_path" in out.answer["runs"][0]:
-            _, lat, _ = _profile(out.answer["runs"][0]["trace_path"], task, target, dict(task.dims))
+        return _profile(out.priced_trace(0), task, target, dict(task.dims)).latency_us if out.answer and 0 in out.traces else None
     finally:
         if out.scratch:
             shutil.rmtree(out.scratch, ignore_errors=True)
-    return lat
+
+
+# ------------------------------------------------------------------------------------ runs
 
 
 def _runs(task: Task, opts: VerifyOptions) -> tuple[list[dict[str, Any]], list[Case], str]:
@@ -107,12 +172,58 @@ def _runs(task: Task, opts: VerifyOptions) -> tuple[list[dict[str, Any]], list[C
     cache = InputCache().ensure(task, all_cases)
     n_in = len(task.inputs)
     runs = [
-        {"id": i, "dims": c.dims_dict, "seed": c.seed, "dist": c.distribution, "trace": i == 0, "input_paths": InputCache.input_paths(cache, i, n_in)}
+        {"id": i, "dims": c.dims_dict, "seed": c.seed, "dist": c.distribution, "input_paths": InputCache.input_paths(cache, i, n_in)}
         for i, c in enumerate(all_cases)
     ]
-    # the first case again: two runs on the same input must agree bit for bit
-    runs.append(dict(runs[0], id=len(runs), trace=False))
+    # the first case again: two runs on the same input must agree bit for bit (in another process when there are two)
+    runs.append(dict(runs[0], id=len(runs)))
     return runs, all_cases, cache
+
+
+@dataclass
+class _Batch:
+    """The merged outcome of the worker processes one verification ran its cases in."""
+
+    outcomes: list[WorkerOutcome]
+
+    @property
+    def failed(self) -> WorkerOutcome | None:
+        return next((o for o in self.outcomes if o.answer is None), None)
+
+    @property
+    def uncompiled(self) -> dict[str, Any] | None:
+        return next((o.answer for o in self.outcomes if o.answer is not None and not o.answer.get("compiled")), None)
+
+    def runs(self) -> list[dict[str, Any]]:
+        recs = [r for o in self.outcomes if o.answer for r in o.answer.get("runs", [])]
+        return sorted(recs, key=lambda r: r["id"])
+
+    def trace(self, run_id: int) -> Trace | None:
+        return next((o.traces[run_id] for o in self.outcomes if run_id in o.traces), None)
+
+    def cleanup(self) -> None:
+        for o in self.outcomes:
+            if o.scratch:
+                shutil.rmtree(o.scratch, ignore_errors=True)
+
+
+def _parallel(opts: VerifyOptions) -> int:
+    return max(1, opts.parallel if opts.parallel is not None else (os.cpu_count() or 1))
+
+
+def _run_cases(path: Path, runs: list[dict[str, Any]], target: str, api: str, opts: VerifyOptions, real: dict[str, Any]) -> _Batch:
+    """Run the cases in ``parallel`` worker processes, interleaved so each gets a share of every shape.
+
+    The determinism re-run of case 0 is the last run; interleaving puts it in another process
+    than case 0 whenever there are two, so "same input, same output" holds across processes.
+    """
+    n = min(_parallel(opts), max(1, len(runs) // 4))  # a worker's start-up is worth a few runs at least
+    chunks = [runs[k::n] for k in range(n)]
+    if n == 1:
+        return _Batch([run_worker(path, None, chunks[0], target=target, api=api, limits=opts.limits, **real)])
+    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="nkiagent-cases") as pool:
+        futures = [pool.submit(run_worker, path, None, c, target=target, api=api, limits=opts.limits, **real) for c in chunks]
+        return _Batch([f.result() for f in futures])
 
 
 def _fail_from_worker(res: EvalResult, out: WorkerOutcome) -> EvalResult:
@@ -121,6 +232,9 @@ def _fail_from_worker(res: EvalResult, out: WorkerOutcome) -> EvalResult:
     res.reasons.append(f"{reason}: {out.detail}")
     res.add("sandbox", False, out.detail, status=out.status, returncode=out.returncode)
     return res
+
+
+# ------------------------------------------------------------------------------------ verify
 
 
 def verify(kernel_path: str | Path, task: Task, target: str = "trn2", options: VerifyOptions | None = None,
@@ -154,53 +268,116 @@ def verify(kernel_path: str | Path, task: Task, target: str = "trn2", options: V
         return res
 
     runs, all_cases, cache = _runs(task, opts)
+    # the baseline runs beside the cases (it is a number on disk after the first evaluation of a task)
+    baseline = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nkiagent-baseline") if opts.with_baseline and be is None else None
+    base_future = baseline.submit(baseline_latency, task, target, opts.limits) if baseline is not None else None
     real = {} if be is None else {"backend": "neuron-sim", "package_paths": be.toolchain.package_paths()}
-    out = run_worker(path, None, runs, target=target, api=_detect_api(source), limits=opts.limits, **real)
+    batch = _run_cases(path, runs, target, _detect_api(source), opts, real)
     try:
-        if out.answer is None:
-            return _fail_from_worker(res, out)
-        ans = out.answer
-        scratch_kernel = str(out.scratch / "kernel.py") if out.scratch else ""
-        if not ans.get("compiled"):
-            err = ans.get("error", {})
-            res.reasons.append(f"compile error: {err.get('type', '')}: {err.get('message', '')} at {_location(scratch_kernel, err, str(path))}")
+        failed = batch.failed
+        if failed is not None:
+            return _fail_from_worker(res, failed)
+        scratch_kernels = [str(o.scratch / "kernel.py") for o in batch.outcomes if o.scratch]
+        uncompiled = batch.uncompiled
+        if uncompiled is not None:
+            err = uncompiled.get("error", {})
+            res.reasons.append(f"compile error: {err.get('type', '')}: {err.get('message', '')} at {_location(err, scratch_kernels, str(path))}")
             res.add("compile", False, res.reasons[-1])
             return res
         res.compiled = True
-        _judge_runs(res, task, ans["runs"], all_cases, cache, scratch_kernel, str(path))
+        _judge_runs(res, task, batch.runs(), all_cases, cache, scratch_kernels, str(path))
         if res.verdict == "rejected" or res.reasons:
             return res
         res.correct = True
-        if be is not None and _neuron_timing(res, be, path, source, task, target, ans, out, runs, cache, all_cases, opts):
+        if be is None and not _judge_integrity(res, task, batch, runs, all_cases):
             return res
-        prof_dict, latency, prof = _profile(ans["runs"][0]["trace_path"], task, target, all_cases[0].dims_dict)
-        from ..perf.report import summary_text
-
-        res.profile = {k: prof_dict[k] for k in ("engines", "bottleneck", "hbm_read_bytes", "hbm_write_bytes", "dma_count", "flops",
-                                                  "mfu_pct", "advice", "hot_lines", "instructions")}
-        res.profile["summary"] = summary_text(prof)
-        res.latency_us = latency
-        res.model_version = prof.model_version
-        res.sol_latency_us = prof.sol_latency_us
-        res.fraction_of_peak = prof.fraction_of_sol
+        if be is not None and _neuron_timing(res, be, path, source, task, target, runs, cache, all_cases, opts):
+            return res
+        visible = _distinct_visible(batch, all_cases) if be is None else {}
+        if not visible:
+            res.verdict = "rejected"
+            res.reasons.append("integrity [trace]: no instruction trace of the visible shape reached the verifier")
+            return res
+        profiles = [_profile(trace, task, target, all_cases[0].dims_dict) for trace in visible.values()]
+        prof = max(profiles, key=lambda p: p.latency_us)  # the worst over the distinct streams of the visible shape
+        _fill_profile(res, prof)
+        res.latency_us = prof.latency_us
+        if len(profiles) > 1:
+            res.add("timed_runs", True, f"{len(profiles)} distinct instruction streams on the visible shape; the slowest is reported")
         if prof.below_speed_of_light:
             res.verdict = "rejected"
             res.reasons.append(
-                f"integrity: latency estimate {latency:.3f} µs is below the task's speed of light {prof.sol_latency_us:.3f} µs on {target}"
+                f"integrity: latency estimate {prof.latency_us:.3f} µs is below the task's speed of light {prof.sol_latency_us:.3f} µs on {target}"
             )
             res.add("speed_of_light", False, res.reasons[-1])
             return res
-        res.add("speed_of_light", True, f"estimate {latency:.3f} µs ≥ bound {prof.sol_latency_us} µs")
-        if opts.with_baseline:
-            res.baseline_latency_us = baseline_latency(task, target, opts.limits)
+        res.add("speed_of_light", True, f"estimate {prof.latency_us:.3f} µs ≥ bound {prof.sol_latency_us} µs")
+        if base_future is not None:
+            res.baseline_latency_us = base_future.result()
         res.verdict = "pass"
         if res.baseline_latency_us:
-            res.speedup = round(res.baseline_latency_us / latency, 4)
+            res.speedup = round(res.baseline_latency_us / prof.latency_us, 4)
         return res
     finally:
+        if baseline is not None:
+            baseline.shutdown(wait=False, cancel_futures=False)
+        batch.cleanup()
         res.wall_s = round(time.perf_counter() - t0, 3)
-        if out.scratch:
-            shutil.rmtree(out.scratch, ignore_errors=True)
+
+
+def _fill_profile(res: EvalResult, prof: Any) -> None:
+    from ..perf.report import summary_text
+
+    pd = prof.to_dict()
+    res.profile = {k: pd[k] for k in ("engines", "bottleneck", "hbm_read_bytes", "hbm_write_bytes", "dma_count", "flops", "mfu_pct", "advice",
+                                      "hot_lines", "instructions")}
+    res.profile["summary"] = summary_text(prof)
+    res.model_version = prof.model_version
+    res.sol_latency_us = prof.sol_latency_us
+    res.fraction_of_peak = prof.fraction_of_sol
+
+
+def _judge_integrity(res: EvalResult, task: Task, batch: _Batch, runs: list[dict[str, Any]], all_cases: list[Case]) -> bool:
+    """Trace integrity of every run, then the invariant: one instruction stream per shape. False when rejected."""
+    problem = next((p for o in batch.outcomes for r in (o.answer or {}).get("runs", []) if (p := o.trace_problem(r["id"]))), "")
+    if problem:
+        res.verdict = "rejected"
+        res.reasons.append(f"integrity [trace]: {problem} — the kernel changed its own trace or the emulator, so it is not priced")
+        res.add("trace_integrity", False, res.reasons[-1])
+        return False
+    res.add("trace_integrity", True, f"{len(runs)} runs streamed their traces untouched")
+    if task.data_dependent:
+        return True
+    seen: dict[tuple[tuple[str, int], ...], tuple[str, int]] = {}
+    for run in runs:
+        idx = run["id"]
+        case = all_cases[idx] if idx < len(all_cases) else all_cases[0]
+        digest = batch.trace(idx).digest()  # type: ignore[union-attr]
+        first = seen.setdefault(case.dims, (digest, idx))
+        if first[0] != digest:
+            other = all_cases[first[1]]
+            res.verdict = "rejected"
+            res.reasons.append(
+                f"integrity [data-dependent instructions]: on {case.public_label(task.dims).split(' with ')[0]} the kernel issued different "
+                f"instructions for {describe_distribution(other.distribution)} and for {describe_distribution(case.distribution)}. "
+                "An NKI kernel's instruction stream is fixed by its shapes; this task does not allow choosing instructions from the data "
+                "(registers loaded from tensors, dynamic loops), so every input of one shape must get the same instructions"
+            )
+            res.add("same_instructions_per_shape", False, res.reasons[-1])
+            return False
+    res.add("same_instructions_per_shape", True, f"{len(seen)} shapes, one instruction stream each")
+    return True
+
+
+def _distinct_visible(batch: _Batch, all_cases: list[Case]) -> dict[str, Trace]:
+    """The visible shape's traces, one per distinct instruction stream (exactly one unless the task allows data-dependent control)."""
+    out: dict[str, Trace] = {}
+    for idx, case in enumerate(all_cases):
+        trace = batch.trace(idx)
+        if case.hidden or trace is None:
+            continue
+        out.setdefault(trace.digest(), trace)
+    return out
 
 
 #: Default backend of :func:`verify` (``nkiagent run --backend`` sets it for the agent's evaluations).
@@ -209,8 +386,6 @@ BACKEND_ENV = "NKIAGENT_BACKEND"
 
 def _resolve_backend(backend: Any) -> Any:
     """``None`` for the emulator (the unchanged default path), else a ``NeuronBackend``."""
-    import os
-
     if backend is None:
         backend = os.environ.get(BACKEND_ENV) or "emulator"
     if not isinstance(backend, str):
@@ -232,17 +407,19 @@ def _compile_failure(res: EvalResult, err: dict[str, Any], path: Path) -> None:
     res.add("neuron_compile", False, res.reasons[-1], code=err.get("code"))
 
 
-def _neuron_timing(res: EvalResult, be: Any, path: Path, source: str, task: Task, target: str, ans: dict[str, Any],
-                   out: WorkerOutcome, runs: list[dict[str, Any]], cache: str, all_cases: list[Case], opts: VerifyOptions) -> bool:
+def _neuron_timing(res: EvalResult, be: Any, path: Path, source: str, task: Task, target: str, runs: list[dict[str, Any]], cache: str,
+                   all_cases: list[Case], opts: VerifyOptions) -> bool:
     """Latency for a kernel the real simulator found correct. True when ``res`` is final.
 
-    ``neuron-sim``: with ``neuronx-cc`` installed the kernel must also compile for the target (compile
-    only, no device). AWS's simulator has no latency model, so the emulator's cost model estimates
-    the latency from one traced run (labelled ``emulator-estimate``; when the emulator cannot run
-    the kernel there is no latency, and the verdict is still ``pass``). ``neuron-hw``: the kernel
-    is compiled and run on a NeuronCore for the first case — its outputs must match the reference
-    too — and timed with the profiler (``neuron-profile``, spread gate); the baseline is measured
-    the same way, and no speedup is claimed from an unstable measurement.
+    ``neuron-sim``: with ``neuronx-cc`` installed the kernel must also compile for the target
+    (compile only, no device). AWS's simulator has no latency model, so the emulator's cost
+    model estimates the latency from the visible shape's runs on the emulator, with the same
+    integrity checks as an emulator verification (labelled ``emulator-estimate``; when the
+    emulator cannot run the kernel there is no latency, and the verdict is still ``pass``).
+    ``neuron-hw``: the kernel is compiled and run on a NeuronCore for the first case — its
+    outputs must match the reference too — and timed with the profiler (``neuron-profile``,
+    spread gate); the baseline is measured the same way, and no speedup is claimed from an
+    unstable measurement.
     """
     inputs = [np.load(p, allow_pickle=False) for p in InputCache.input_paths(cache, 0, len(task.inputs))]
     if be.name == "neuron-sim":
@@ -250,21 +427,28 @@ def _neuron_timing(res: EvalResult, be: Any, path: Path, source: str, task: Task
         if err:
             _compile_failure(res, err, path)
             return True
-        est = run_worker(path, None, [dict(runs[0], trace=True)], target=target, api=_detect_api(source), limits=opts.limits)
+        visible = [r for r in runs if r["id"] < len(all_cases) and not all_cases[r["id"]].hidden]
+        est = _run_cases(path, visible, target, _detect_api(source), opts, {})
         try:
-            rec = est.answer["runs"][0] if est.answer and est.answer.get("runs") else {}
-            if "trace_path" not in rec:
+            if est.failed is not None or est.uncompiled is not None or any("error" in r for r in est.runs()):
                 res.verdict = "pass"
                 res.add("estimate", False, "the embedded emulator could not run this kernel, so there is no latency estimate")
                 return True
-            assert out.scratch is not None  # the worker answered, so its scratch is kept
-            ans["runs"][0]["trace_path"] = shutil.copy(rec["trace_path"], out.scratch / "emulator_trace.json")
+            if not _judge_integrity(res, task, est, visible, all_cases):
+                return True
+            prof = max((_profile(t, task, target, all_cases[0].dims_dict) for t in _distinct_visible(est, all_cases).values()),
+                       key=lambda p: p.latency_us)
         finally:
-            if est.scratch:
-                shutil.rmtree(est.scratch, ignore_errors=True)
-        return False
+            est.cleanup()
+        _fill_profile(res, prof)
+        res.latency_us = prof.latency_us
+        if opts.with_baseline:
+            res.baseline_latency_us = baseline_latency(task, target, opts.limits)
+        res.verdict = "pass"
+        if res.baseline_latency_us and not prof.below_speed_of_light:
+            res.speedup = round(res.baseline_latency_us / prof.latency_us, 4)
+        return True
     from ..perf import speed_of_light
-    from ..perf.report import summary_text
     from ..perf.specs import get_spec
 
     run = be.run(source, inputs, target)
@@ -275,10 +459,10 @@ def _neuron_timing(res: EvalResult, be: Any, path: Path, source: str, task: Task
                   InputCache.reference(cache, 0), task.tolerance)
     if not cmp.ok:
         res.verdict, res.correct = "fail", False
-        res.reasons.append(f"wrong answer on hardware ({all_cases[0].label()}): {cmp.reason}; max abs err {cmp.max_abs_err:.3g}")
+        res.reasons.append(f"wrong answer on hardware ({all_cases[0].public_label(task.dims)}): {_error_size(cmp)}")
         res.add("hardware_correctness", False, res.reasons[-1])
         return True
-    res.add("hardware_correctness", True, f"{all_cases[0].label()} within tolerance on {be.name}")
+    res.add("hardware_correctness", True, f"{all_cases[0].public_label(task.dims)} within tolerance on {be.name}")
     prof, meas = run.profile, run.measurement
     work = task.work(all_cases[0].dims_dict)
     sol = speed_of_light(get_spec(target), matmul_flops=work["matmul_flops"], vector_elems=work["vector_elems"],
@@ -286,12 +470,8 @@ def _neuron_timing(res: EvalResult, be: Any, path: Path, source: str, task: Task
     if sol.latency_ns > 0 and prof.latency_us:
         prof.sol_latency_us = round(sol.latency_ns / 1e3, 3)
         prof.fraction_of_sol = round(sol.latency_ns / 1e3 / prof.latency_us, 4)
-    res.latency_us, res.timing_source, res.model_version = prof.latency_us, "neuron-profile", prof.model_version
-    res.sol_latency_us, res.fraction_of_peak = prof.sol_latency_us, prof.fraction_of_sol
-    pd = prof.to_dict()
-    res.profile = {k: pd[k] for k in ("engines", "bottleneck", "hbm_read_bytes", "hbm_write_bytes", "dma_count", "flops", "mfu_pct", "advice",
-                                      "hot_lines", "instructions")}
-    res.profile["summary"] = summary_text(prof)
+    _fill_profile(res, prof)
+    res.latency_us, res.timing_source = prof.latency_us, "neuron-profile"
     res.profile["measurement"] = meas
     res.add("timing_spread", bool(meas.get("stable")),
             f"median {meas.get('median_us')} µs over {meas.get('captures')} captures, spread {100 * meas.get('spread', 0):.2f}% "
@@ -307,50 +487,76 @@ def _neuron_timing(res: EvalResult, be: Any, path: Path, source: str, task: Task
     return True
 
 
+# ------------------------------------------------------------------------------------ correctness
+
+
+def _error_size(cmp: Any) -> str:
+    """How wrong, in numbers a kernel cannot use as an oracle: a count and an error size to two digits, no values."""
+    return f"{cmp.reason}; max abs err {cmp.max_abs_err:.2g}, relative L2 error {cmp.rel_l2:.2g}"
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def _run_error(err: dict[str, Any], case: Case, visible: dict[str, int]) -> str:
+    """An error message as the author may see it: on a hidden shape its numbers (sizes, offsets) are masked."""
+    message = str(err.get("message", ""))
+    return _DIGITS.sub("#", message) if case.hidden else message
+
+
 def _judge_runs(
-    res: EvalResult, task: Task, runs: list[dict[str, Any]], all_cases: list[Case], cache: str, scratch_kernel: str, original: str
+    res: EvalResult, task: Task, runs: list[dict[str, Any]], all_cases: list[Case], cache: str, scratch_kernels: list[str], original: str
 ) -> None:
     """Fill correctness and integrity checks; on the first problem set verdict and reason."""
     expect_dtype = np.dtype(task.output.dtype) if task.output.dtype != "bfloat16" else None
     first_outputs: list[np.ndarray] | None = None
-    for rec in runs:
+    visible = dict(task.dims)
+
+    def where(err: dict[str, Any]) -> str:
+        return _location(err, scratch_kernels, original)
+
+    for rec in sorted(runs, key=lambda r: r["id"]):
         idx = rec["id"]
         case = all_cases[idx] if idx < len(all_cases) else all_cases[0]
+        label = case.public_label(visible)
         if "error" in rec:
             err = rec["error"]
-            where = _location(scratch_kernel, err, original)
             if err.get("kind") == "sandbox":
                 res.verdict = "rejected"
-                res.reasons.append(f"integrity [sandbox]: {err.get('message')} at {where}")
+                res.reasons.append(f"integrity [sandbox]: {err.get('message')} at {where(err)}")
             elif err.get("kind") == "nki" and err.get("code") in _INTEGRITY_CODES:
                 res.verdict = "rejected"
-                res.reasons.append(f"integrity [{err.get('code')}] at {where}: {err.get('message')}")
+                res.reasons.append(f"integrity [{err.get('code')}] at {where(err)}: {err.get('message')}")
             elif err.get("kind") == "nki":
-                res.reasons.append(f"NKI error [{err.get('code')}] at {where}: {err.get('message')} ({case.label()})")
+                res.reasons.append(f"NKI error [{err.get('code')}] at {where(err)}: {_run_error(err, case, visible)} ({label})")
             elif err.get("kind") == "output":
-                res.reasons.append(f"{err.get('message')} at {where} ({case.label()})")
+                res.reasons.append(f"{err.get('message')} at {where(err)} ({label})")
             elif err.get("kind") == "memory":
-                res.reasons.append(f"memory limit exceeded at {where} ({case.label()})")
+                res.reasons.append(f"memory limit exceeded at {where(err)} ({label})")
             else:
-                res.reasons.append(f"runtime error {err.get('type')}: {err.get('message')} at {where} ({case.label()})")
-            res.add("run", False, res.reasons[-1], case=case.label())
+                res.reasons.append(f"runtime error {err.get('type')}: {_run_error(err, case, visible)} at {where(err)} ({label})")
+            res.add("run", False, res.reasons[-1], case=label)
             return
         if rec.get("inputs_unchanged") is not True:
             res.verdict = "rejected"
-            res.reasons.append(f"integrity: the kernel modified its inputs ({case.label()})")
+            res.reasons.append(f"integrity: the kernel modified its inputs ({label})")
             res.add("inputs_unchanged", False, res.reasons[-1])
             return
         outs = rec.get("outputs", [])
+        shape = task.output_shape(case.dims_dict)
+        shown = list(shape) if not case.hidden else "the task's output shape"
         if len(outs) != 1 or "path" not in outs[0]:
-            res.reasons.append(f"wrong output: expected one {task.output.dtype} array of shape {list(task.output_shape(case.dims_dict))}, got {outs}")
+            got = [o.get("type", "array") for o in outs]
+            res.reasons.append(f"wrong output: expected one {task.output.dtype} array of shape {shown}, got {got or 'nothing'} ({label})")
             res.add("output", False, res.reasons[-1])
             return
         got = np.load(outs[0]["path"], allow_pickle=False)
-        shape = task.output_shape(case.dims_dict)
         if task.reshape_output and got.size == int(np.prod(shape)):
             got = got.reshape(shape)
         if tuple(got.shape) != shape or (expect_dtype is not None and got.dtype != expect_dtype) or (expect_dtype is None and str(got.dtype) != "bfloat16"):
-            res.reasons.append(f"wrong output: shape {list(got.shape)} {got.dtype}, expected {list(shape)} {task.output.dtype} ({case.label()})")
+            what = f"shape {list(got.shape)} {got.dtype}, expected {shown} {task.output.dtype}" if not case.hidden else (
+                f"{'the wrong shape' if tuple(got.shape) != shape else 'the right shape'} and dtype {got.dtype}, expected {task.output.dtype}")
+            res.reasons.append(f"wrong output: {what} ({label})")
             res.add("output", False, res.reasons[-1])
             return
         if idx == len(all_cases):  # determinism re-run of case 0
@@ -365,11 +571,9 @@ def _judge_runs(
         if idx == 0:
             first_outputs = [got]
         if not cmp.ok:
-            where = f" first mismatch at index {list(cmp.first_mismatch)}: got {cmp.got:.6g}, expected {cmp.expected:.6g}" if cmp.first_mismatch else ""
-            res.reasons.append(
-                f"wrong answer ({case.label()}): {cmp.reason}; max abs err {cmp.max_abs_err:.3g}, max rel err {cmp.max_rel_err:.3g}.{where}"
-            )
-            res.add("correctness", False, res.reasons[-1], case=case.label(), max_abs_err=cmp.max_abs_err, max_rel_err=cmp.max_rel_err)
+            at = f" First mismatch at index {list(cmp.first_mismatch)}." if cmp.first_mismatch and not case.hidden else ""
+            res.reasons.append(f"wrong answer on {label}: {_error_size(cmp)}.{at}")
+            res.add("correctness", False, res.reasons[-1], max_abs_err=float(f"{cmp.max_abs_err:.2g}"))
             return
     res.add("correctness", True, f"{len(all_cases)} cases within tolerance")
     res.add("inputs_unchanged", True)

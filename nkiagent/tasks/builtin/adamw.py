@@ -38,18 +38,19 @@ TASK = Task(
         InputSpec("param", ("N", "D"), "float32", layout="row-major [N, D]"),
         InputSpec("grad", ("N", "D"), "float32", layout="row-major [N, D]"),
         InputSpec("exp_avg", ("N", "D"), "float32", layout="row-major [N, D]: first moment before the step"),
-        InputSpec("exp_avg_sq", ("N", "D"), "float32", layout="row-major [N, D]: second moment before the step", domain="positive"),
+        InputSpec("exp_avg_sq", ("N", "D"), "float32", layout="row-major [N, D]: second moment before the step", domain="nonnegative"),
     ],
     output=OutputSpec((3, "N", "D"), "float32"),
     reference=reference,
     dims={"N": 512, "D": 1024},
-    hidden_dims=[{"N": 256, "D": 512}, {"N": 128, "D": 1536}],
+    hidden_dims=[{"N": 256, "D": 512}, {"N": 128, "D": 1536}, {"N": 640, "D": 1536}],
     # fp32 arithmetic in any order stays within a few ulps of the fp64 reference.
     tolerance=Tolerance(rtol=1e-5, atol=1e-5),
     constraints="N % 128 == 0, D % 512 == 0",
     # Speed of light from HBM alone: every operation can run on VectorE, ScalarE or GpSimd, so no
     # per-engine element count is a lower bound.
     baseline="baselines/adamw.py",
+    distributions=("normal", "heavy_tailed", "large", "constant_rows"),
     level=2,
     tags=("optimizer", "elementwise", "fused", "memory-bound", "scalar-engine"),
 )

@@ -24,7 +24,7 @@ TASK = Task(
     output=OutputSpec(("N", "D"), "float32"),
     reference=reference,
     dims={"N": 512, "D": 2048},
-    hidden_dims=[{"N": 256, "D": 1024}, {"N": 384, "D": 3072}],
+    hidden_dims=[{"N": 256, "D": 1024}, {"N": 384, "D": 3072}, {"N": 640, "D": 2560}],
     tolerance=Tolerance(rel_l2=1e-5),
     constraints="N % 128 == 0, D % 512 == 0",
     vector_elems=lambda d: d["N"] * d["D"],

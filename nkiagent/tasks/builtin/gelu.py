@@ -26,7 +26,7 @@ TASK = Task(
     output=OutputSpec(("N", "D"), "bfloat16"),
     reference=reference,
     dims={"N": 1024, "D": 2048},
-    hidden_dims=[{"N": 384, "D": 1536}, {"N": 640, "D": 2560}],
+    hidden_dims=[{"N": 384, "D": 1536}, {"N": 640, "D": 2560}, {"N": 1152, "D": 2560}],
     tolerance=Tolerance(rtol=1.6e-2, atol=1e-3),
     constraints="N % 128 == 0, D % 512 == 0",
     scalar_elems=lambda d: d["N"] * d["D"],

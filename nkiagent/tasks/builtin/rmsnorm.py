@@ -25,11 +25,12 @@ TASK = Task(
     output=OutputSpec(("N", "D"), "float32"),
     reference=reference,
     dims={"N": 2048, "D": 2048},
-    hidden_dims=[{"N": 512, "D": 1024}, {"N": 768, "D": 1536}],
+    hidden_dims=[{"N": 512, "D": 1024}, {"N": 768, "D": 1536}, {"N": 2176, "D": 2560}],
     tolerance=Tolerance(rtol=1e-4, atol=1e-5),
     constraints="N % 128 == 0, D % 512 == 0",
     vector_elems=lambda d: d["N"] * d["D"],
     baseline="baselines/rmsnorm.py",
+    distributions=("normal", "heavy_tailed", "large", "constant_rows"),
     level=2,
     tags=("reduction", "normalization", "memory-bound"),
 )

@@ -34,7 +34,7 @@ TASK = Task(
     output=OutputSpec(("N", "D"), "float32"),
     reference=reference,
     dims={"N": 2048, "D": 1024, "H": 512},
-    hidden_dims=[{"N": 256, "D": 512, "H": 256}, {"N": 640, "D": 1536, "H": 768}],
+    hidden_dims=[{"N": 256, "D": 512, "H": 256}, {"N": 640, "D": 1536, "H": 768}, {"N": 2176, "D": 1536, "H": 768}],
     tolerance=Tolerance(rtol=1e-5, atol=1e-5),
     constraints="N % 128 == 0, D == 2·H, H % 256 == 0",
     vector_elems=lambda d: d["N"] * d["D"],

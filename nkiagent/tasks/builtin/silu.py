@@ -25,7 +25,7 @@ TASK = Task(
     output=OutputSpec(("N", "D"), "bfloat16"),
     reference=reference,
     dims={"N": 2048, "D": 2048},
-    hidden_dims=[{"N": 512, "D": 1024}, {"N": 768, "D": 1536}],
+    hidden_dims=[{"N": 512, "D": 1024}, {"N": 768, "D": 1536}, {"N": 2176, "D": 2560}],
     tolerance=Tolerance(rtol=1.6e-2, atol=1e-3),
     constraints="N % 128 == 0, D % 512 == 0",
     scalar_elems=lambda d: d["N"] * d["D"],

@@ -25,7 +25,7 @@ TASK = Task(
     output=OutputSpec(("N", "D"), "float32"),
     reference=reference,
     dims={"N": 1024, "D": 2048},
-    hidden_dims=[{"N": 256, "D": 3072}, {"N": 1280, "D": 1024}],
+    hidden_dims=[{"N": 256, "D": 3072}, {"N": 1280, "D": 1024}, {"N": 1152, "D": 2560}],
     tolerance=Tolerance(rtol=1e-4, atol=1e-5),
     constraints="N % 128 == 0, D % 512 == 0",
     vector_elems=lambda d: d["N"] * d["D"],

@@ -23,7 +23,7 @@ TASK = Task(
     output=OutputSpec(("C", "R"), "float32"),
     reference=reference,
     dims={"R": 2048, "C": 1024},
-    hidden_dims=[{"R": 1024, "C": 1024}, {"R": 640, "C": 1536}],
+    hidden_dims=[{"R": 1024, "C": 1024}, {"R": 640, "C": 1536}, {"R": 2176, "C": 1152}],
     tolerance=Tolerance(rtol=0.0, atol=0.0),
     constraints="R % 128 == 0, C % 128 == 0",
     baseline="baselines/transpose.py",

@@ -22,7 +22,7 @@ TASK = Task(
     output=OutputSpec(("N", "D"), "float32"),
     reference=reference,
     dims={"N": 2048, "D": 1024},
-    hidden_dims=[{"N": 256, "D": 512}, {"N": 1024, "D": 1536}],
+    hidden_dims=[{"N": 256, "D": 512}, {"N": 1024, "D": 1536}, {"N": 2176, "D": 1536}],
     tolerance=Tolerance(rtol=1e-6, atol=1e-6),
     constraints="N % 128 == 0, D % 512 == 0",
     vector_elems=lambda d: d["N"] * d["D"],
