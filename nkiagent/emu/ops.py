@@ -163,6 +163,7 @@ def record(
     if hook is not None:
         hook(ctx, op, engine, writes)
     seq = ctx.seq
+    ix: tuple[tuple[str, NkiTensor], ...] = ()
     for _, t in writes:
         a = t._a
         a.written = True
@@ -171,12 +172,22 @@ def record(
             if rec.first < 0:
                 rec.first = seq
             rec.last = seq
+        if t._ix is not None:
+            ix += t._ix
     for _, t in reads:
         rec = t._a.rec
         if rec is not None:
             if rec.first < 0:
                 rec.first = seq
             rec.last = seq
+        if t._ix is not None:
+            ix += t._ix
+    if ix:  # the tiles operand addresses come from are read too: the instruction waits for them
+        for _, t in ix:
+            rec = t._a.rec
+            if rec is not None:
+                rec.last = seq
+        reads = (*reads, *ix)
     trace = ctx.trace
     if trace is not None:
         trace.instructions.append(

@@ -13,7 +13,12 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
-__all__ = ["Region", "Access", "Instruction", "Trace", "collector_paused"]
+__all__ = ["Region", "Access", "Instruction", "Trace", "collector_paused", "ADDRESS_ROLES", "is_data"]
+
+#: Roles of the accesses an instruction makes to work out its addresses (the index tile of a
+#: gather, the tile of a dynamic offset): real dependences, but not the data the instruction moves
+#: or computes on, so pricing leaves them out.
+ADDRESS_ROLES = frozenset({"vector_offset", "scalar_offset"})
 
 
 class Region(NamedTuple):
@@ -54,6 +59,11 @@ class Access(NamedTuple):
     contiguous: bool  #: innermost dim has unit stride
     region: Region
     indirect: bool = False
+
+
+def is_data(a: Access) -> bool:
+    """True for the operands an instruction moves or computes on (what its cost depends on)."""
+    return a.role not in ADDRESS_ROLES
 
 
 @dataclass(slots=True)

@@ -8,10 +8,10 @@ bytes, bytes per contiguous chunk, queues used, per-queue bandwidth and a fixed 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..emu.dtypes import as_dtype
-from ..emu.trace import Access, Instruction
+from ..emu.trace import Access, Instruction, is_data
 from .specs import HardwareSpec
 
 __all__ = ["Cost", "instruction_cost", "itemsize", "contiguous_run_bytes", "dma_efficiency"]
@@ -198,8 +198,17 @@ def _dma_cost(ins: Instruction, spec: HardwareSpec) -> Cost:
     return Cost("dma", spec.dma_issue_ns + transfer, fixed + transfer, queues=queues, hbm_read=hbm_read, hbm_write=hbm_write, chunk=shortest)
 
 
+def _data_only(ins: Instruction) -> Instruction:
+    """``ins`` without its addressing accesses (:func:`~nkiagent.emu.trace.is_data`): they order
+    instructions, but what an instruction costs depends on the data it touches alone."""
+    if all(map(is_data, ins.reads)) and all(map(is_data, ins.writes)):
+        return ins
+    return replace(ins, reads=tuple(filter(is_data, ins.reads)), writes=tuple(filter(is_data, ins.writes)))
+
+
 def instruction_cost(ins: Instruction, spec: HardwareSpec) -> Cost:
     """Occupancy and latency of ``ins`` on ``spec`` (see module docstring)."""
+    ins = _data_only(ins)
     if ins.engine == "dma" or ins.op.startswith("dma_"):
         return _dma_cost(ins, spec)
     engine = ins.engine if ins.engine in ("tensor", "vector", "scalar", "gpsimd") else "sync"

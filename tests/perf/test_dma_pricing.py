@@ -1,0 +1,137 @@
+"""DMA pricing and ordering (issue 18, hole class 7): gathers, HBM → HBM copies, index tiles, registers.
+
+Each test runs a small real kernel, schedules its trace and compares numbers: start times against
+the end of the instruction that produced what a DMA needs, DMA costs against what the same bytes
+cost when moved directly, HBM byte counts against the bytes a copy reads and writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from nkiagent import emu
+from nkiagent.perf.specs import get_spec
+from nkiagent.perf.timeline import Event, Timeline, schedule
+
+RNG = np.random.default_rng(7)
+
+
+def _schedule(kernel: Callable[..., Any], inputs: tuple[Any, ...], target: str = "trn2", api: str = "0.3") -> tuple[emu.Trace, Timeline]:
+    trace = emu.Trace()
+    emu.run_kernel(kernel, inputs, target=target, trace=trace, api=api)
+    return trace, schedule(trace, get_spec(target))
+
+
+def _events(tl: Timeline, op: str) -> list[Event]:
+    return [e for e in tl.events if e.op == op]
+
+
+# --------------------------------------------------------------------------------------------
+# index tiles are reads: a gather waits for the instructions that compute its indices
+# --------------------------------------------------------------------------------------------
+def _vector_indices(rows: int, steps: int) -> Any:
+    """Row indices 0 … rows-1 computed by a chain of ``steps`` VectorE instructions (then cast to int32)."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    f = nl.ndarray((rows, 1), nl.float32, buffer=nl.sbuf)
+    nisa.iota(dst=f, pattern=[[0, 1]], offset=0, channel_multiplier=1)
+    for _ in range(steps):
+        nisa.tensor_scalar(dst=f, data=f, op0=nl.multiply, operand0=1.0, op1=nl.add, operand1=0.0, engine=nisa.engine.vector)
+    idx = nl.ndarray((rows, 1), nl.int32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=idx, src=f, engine=nisa.engine.vector)
+    return idx
+
+
+def gather_with_vector_indices(table):
+    import nki.isa as nisa
+    import nki.language as nl
+
+    rows, cols = 128, table.shape[1]
+    idx = _vector_indices(rows, steps=40)
+    g = nl.ndarray((rows, cols), table.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=g, src=table.ap([[cols, rows], [1, cols]], offset=0, vector_offset=idx, indirect_dim=0))
+    out = nl.ndarray((rows, cols), table.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=g)
+    return out
+
+
+def test_a_gather_starts_after_the_vector_engine_chain_that_computes_its_indices() -> None:
+    table = RNG.standard_normal((256, 512)).astype(np.float32)
+    trace, tl = _schedule(gather_with_vector_indices, (table,))
+    gather = next(e for e, ins in zip(tl.events, trace.instructions) if ins.op == "dma_copy" and ins.reads[0].indirect)
+    last_index_write = max(e.end_ns for e in tl.events if e.engine == "vector")
+    assert last_index_write > 1000.0  # the chain is long enough to matter
+    assert gather.start_ns >= last_index_write
+
+
+def legacy_gather(table, rows):
+    import neuronxcc.nki.language as nl
+
+    out = nl.ndarray((128, table.shape[1]), dtype=table.dtype, buffer=nl.shared_hbm)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(table.shape[1])[None, :]
+    idx = nl.load(rows[i_p, 0])
+    nl.store(out[i_p, i_f], value=nl.load(table[idx, i_f]))
+    return out
+
+
+def test_a_legacy_index_tile_gather_waits_for_the_load_of_its_indices() -> None:
+    table = RNG.standard_normal((300, 64)).astype(np.float32)
+    rows = RNG.integers(0, 300, (128, 1)).astype(np.int32)
+    trace, tl = _schedule(legacy_gather, (table, rows), api="0.1")
+    index_load, gather, _ = _events(tl, "dma_copy")
+    assert gather.start_ns >= index_load.end_ns
+    assert [a.role for a in trace.instructions[gather.seq].reads] == ["src", "vector_offset"]
+
+
+def dynamic_offset_from_a_computed_tile(table):
+    import nki.isa as nisa
+    import nki.language as nl
+
+    f = nl.ndarray((1, 1), nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=f, value=3.0)
+    for _ in range(40):
+        nisa.tensor_scalar(dst=f, data=f, op0=nl.multiply, operand0=1.0, engine=nisa.engine.vector)
+    off = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=off, src=f, engine=nisa.engine.vector)
+    cols = table.shape[1]
+    row = nl.ndarray((1, cols), table.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=row, src=table.ap([[cols, 1], [1, cols]], scalar_offset=off))
+    out = nl.ndarray((1, cols), table.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=row)
+    return out
+
+
+def test_a_dma_with_a_dynamic_offset_tile_starts_after_the_tile_is_computed() -> None:
+    table = RNG.standard_normal((8, 256)).astype(np.float32)
+    _, tl = _schedule(dynamic_offset_from_a_computed_tile, (table,))
+    load = _events(tl, "dma_copy")[0]
+    assert load.start_ns >= max(e.end_ns for e in tl.events if e.engine == "vector") > 1000.0
+
+
+def sliced_dynamic_offset_view(table):
+    """The dynamically placed view is sliced before the DMA: the slice keeps its dependence on the offset tile."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    f = nl.ndarray((1, 1), nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=f, value=3.0)
+    for _ in range(40):
+        nisa.tensor_scalar(dst=f, data=f, op0=nl.multiply, operand0=1.0, engine=nisa.engine.vector)
+    off = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=off, src=f, engine=nisa.engine.vector)
+    cols = table.shape[1]
+    view = table.ap([[cols, 1], [1, cols]], scalar_offset=off)
+    row = nl.ndarray((1, 64), table.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=row, src=view[:, 0:64])
+    out = nl.ndarray((1, 64), table.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=row)
+    return out
+
+
+def test_a_slice_of_a_dynamically_placed_view_still_waits_for_its_offset() -> None:
+    _, tl = _schedule(sliced_dynamic_offset_view, (RNG.standard_normal((8, 256)).astype(np.float32),))
+    assert _events(tl, "dma_copy")[0].start_ns >= max(e.end_ns for e in tl.events if e.engine == "vector") > 1000.0
