@@ -111,14 +111,22 @@ def _facts(t: NkiTensor) -> tuple[Any, ...]:
     """Everything :class:`Access` records about a view except its role."""
     a = t._a
     if t._addr is not None:
-        return (*_geometry(t), t.region(), True)
+        return (*_geometry(t), t.region(), True, _descriptors(t._addr))
     key = (a.memory, a.bytes_pp if a.on_chip else (a.shape[-1] if a.shape else 1) * a.itemsize, t._offset, t._shape, t._strides, t._dtype)
     hit = _PLACES.get(key)
     if hit is None:
         if len(_PLACES) >= 65536:  # bounded: a long-lived process runs kernel after kernel
             _PLACES.clear()
         hit = _PLACES[key] = (_geometry(t), t.region()[1:])
-    return (*hit[0], _new_tuple(Region, (a.uid, *hit[1])), False)
+    return (*hit[0], _new_tuple(Region, (a.uid, *hit[1])), False, 0)
+
+
+def _descriptors(addr: np.ndarray) -> int:
+    """DMA descriptors an explicit-address view takes: one per run of consecutive element addresses
+    within a row (its first dim). The descriptor generator makes every index of a gather (every
+    row) its own descriptor, so rows never coalesce, even where the indices happen to be consecutive."""
+    rows = addr.reshape(addr.shape[0] if addr.ndim else 1, -1)
+    return rows.shape[0] + int(np.count_nonzero(np.diff(rows, axis=1) != 1))
 
 
 def _geometry(t: NkiTensor) -> tuple[Any, ...]:

@@ -59,6 +59,9 @@ class Access(NamedTuple):
     contiguous: bool  #: innermost dim has unit stride
     region: Region
     indirect: bool = False
+    #: Indirect accesses: the DMA descriptors they take, one per run of consecutive addresses within
+    #: a row (first dim). Every index of a gather is its own descriptor, so rows never coalesce.
+    chunks: int = 0
 
 
 def is_data(a: Access) -> bool:
@@ -108,7 +111,7 @@ class Trace:
         def acc(a: Access) -> list[Any]:
             r = a.region
             return [a.role, a.memory, list(a.shape), a.dtype, a.partitions, a.elems_per_partition, a.nbytes, list(a.strides),
-                    a.contiguous, [r.alloc, r.p_lo, r.p_hi, r.b_lo, r.b_hi], a.indirect]
+                    a.contiguous, [r.alloc, r.p_lo, r.p_hi, r.b_lo, r.b_hi], a.indirect, a.chunks]
 
         def clean(v: Any) -> Any:
             if isinstance(v, (list, tuple)):
@@ -131,9 +134,9 @@ class Trace:
         """Rebuild a trace from :meth:`to_json` output, validating field types as it goes."""
 
         def acc(x: list[Any]) -> Access:
-            role, mem, shape, dtype, parts, epp, nbytes, strides, contiguous, reg, indirect = x
+            role, mem, shape, dtype, parts, epp, nbytes, strides, contiguous, reg, indirect, chunks = x
             return Access(str(role), str(mem), tuple(int(v) for v in shape), str(dtype), int(parts), int(epp), int(nbytes),
-                          tuple(int(v) for v in strides), bool(contiguous), Region(*(int(v) for v in reg)), bool(indirect))
+                          tuple(int(v) for v in strides), bool(contiguous), Region(*(int(v) for v in reg)), bool(indirect), int(chunks))
 
         def attr(v: Any) -> Any:
             return tuple(attr(x) for x in v) if isinstance(v, list) else v

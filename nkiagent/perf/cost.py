@@ -46,9 +46,15 @@ def itemsize(dtype_name: str) -> int:
 
 
 def contiguous_run_bytes(a: Access) -> int:
-    """Bytes of the longest row-major contiguous run at the end of an access (a DMA chunk)."""
+    """Bytes of the longest row-major contiguous run at the end of an access (a DMA chunk).
+
+    An indirect access moves its bytes in ``a.chunks`` descriptors (the runs of consecutive
+    addresses within its indexed rows, as the emulator counted them): their mean is its chunk.
+    """
     isz = itemsize(a.dtype)
-    if a.indirect or not a.strides:
+    if a.indirect:
+        return max(isz, a.nbytes // a.chunks) if a.chunks else isz
+    if not a.strides:
         return isz * (a.shape[-1] if a.shape else 1)
     run, expect = isz, 1
     dims = list(zip(a.shape, a.strides))
@@ -170,18 +176,25 @@ def dma_efficiency(chunk: int, spec: HardwareSpec) -> float:
     return lo + (1.0 - lo) * frac
 
 
+#: Bytes one DMA queue takes of a transfer (§4.2: the guide's 128 × 1024 fp32 load is 16 transfers of 8 partitions × 4 KiB)
+_QUEUE_TRANSFER_BYTES = 32 * 1024
+
+
+def _queue_share(sides: list[Access], nbytes: int) -> int:
+    """Queues a DMA spreads over: one per 8 partitions of its on-chip side (§4.2's example), else one
+    per 32 KiB it moves. Not one per run of an HBM side: that would give a copy more queues for being
+    cut into more pieces (an HBM → HBM gather of consecutive rows more than the same copy made directly)."""
+    on_chip = [a.partitions for a in sides if a.memory in ("sbuf", "psum")]
+    return math.ceil(max(on_chip) / 8) if on_chip else math.ceil(nbytes / _QUEUE_TRANSFER_BYTES)
+
+
 def _dma_cost(ins: Instruction, spec: HardwareSpec) -> Cost:
     src = ins.reads[0] if ins.reads else None
     dst = ins.writes[0] if ins.writes else None
     sides = [a for a in (src, dst) if a is not None]
     nbytes = max((a.nbytes for a in sides), default=0)
     chunk = min((contiguous_run_bytes(a) for a in sides), default=nbytes) or 1
-    on_chip = [a for a in sides if a.memory in ("sbuf", "psum")]
-    if on_chip:
-        rows = max(a.partitions for a in on_chip)
-    else:
-        rows = math.ceil(nbytes / max(chunk, 1))
-    queues = max(1, min(spec.dma_queues, math.ceil(rows / 8)))
+    queues = max(1, min(spec.dma_queues, _queue_share(sides, nbytes)))
     eff = dma_efficiency(chunk, spec)
     if ins.op == "dma_transpose":
         from_hbm = src is not None and src.memory not in ("sbuf", "psum")

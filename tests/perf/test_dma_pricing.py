@@ -11,8 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pytest
 
 from nkiagent import emu
+from nkiagent.perf.cost import Cost, dma_efficiency, instruction_cost
 from nkiagent.perf.specs import get_spec
 from nkiagent.perf.timeline import Event, Timeline, schedule
 
@@ -135,3 +137,128 @@ def sliced_dynamic_offset_view(table):
 def test_a_slice_of_a_dynamically_placed_view_still_waits_for_its_offset() -> None:
     _, tl = _schedule(sliced_dynamic_offset_view, (RNG.standard_normal((8, 256)).astype(np.float32),))
     assert _events(tl, "dma_copy")[0].start_ns >= max(e.end_ns for e in tl.events if e.engine == "vector") > 1000.0
+
+
+# --------------------------------------------------------------------------------------------
+# indirect accesses are priced per descriptor: one per run of consecutive addresses in an indexed row
+# --------------------------------------------------------------------------------------------
+def _dma_costs(kernel: Callable[..., Any], inputs: tuple[Any, ...], target: str = "trn2", api: str = "0.3") -> list[Cost]:
+    trace = emu.Trace()
+    emu.run_kernel(kernel, inputs, target=target, trace=trace, api=api)
+    spec = get_spec(target)
+    return [instruction_cost(i, spec) for i in trace.instructions if i.op == "dma_copy"]
+
+
+def _iota_rows(rows: int) -> Any:
+    import nki.isa as nisa
+    import nki.language as nl
+
+    idx = nl.ndarray((rows, 1), nl.int32, buffer=nl.sbuf)
+    nisa.iota(dst=idx, pattern=[[0, 1]], offset=0, channel_multiplier=1)
+    return idx
+
+
+def strided_rows(table, gather: bool):
+    """Every other element of 128 rows, through an identity-index gather or the same pattern written directly."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    cols = table.shape[1]
+    pattern = [[cols, 128], [2, cols // 2]]
+    g = nl.ndarray((128, cols // 2), table.dtype, buffer=nl.sbuf)
+    src = table.ap(pattern, offset=0, vector_offset=_iota_rows(128), indirect_dim=0) if gather else table.ap(pattern, offset=0)
+    nisa.dma_copy(dst=g, src=src)
+    out = nl.ndarray((128, cols // 2), table.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=g)
+    return out
+
+
+def test_a_strided_gather_costs_one_descriptor_per_element() -> None:
+    """Before: priced as one 1 KiB run per row (its last dim), 21× cheaper than the 4-byte descriptors it takes."""
+    table = RNG.standard_normal((256, 512)).astype(np.float32)
+    spec = get_spec("trn2")
+    gather, direct = _dma_costs(strided_rows, (table, True))[0], _dma_costs(strided_rows, (table, False))[0]
+    nbytes = 128 * 256 * 4
+    per_element = nbytes / (spec.dma_queues * spec.dma_bytes_per_ns_per_queue * dma_efficiency(4, spec))
+    assert gather.chunk == direct.chunk == 4
+    assert gather.busy_ns >= direct.busy_ns >= per_element
+
+
+def consecutive_rows(table, gather: bool, hbm_dst: bool):
+    """Rows 0 … 127 of ``table`` through an identity-index gather, or the same copy written directly."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    cols = table.shape[1]
+    src = table.ap([[cols, 128], [1, cols]], offset=0, vector_offset=_iota_rows(128), indirect_dim=0) if gather else table[0:128, :]
+    out = nl.ndarray((128, cols), table.dtype, buffer=nl.shared_hbm)
+    if hbm_dst:
+        nisa.dma_copy(dst=out, src=src)
+        return out
+    g = nl.ndarray((128, cols), table.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=g, src=src)
+    nisa.dma_copy(dst=out, src=g)
+    return out
+
+
+@pytest.mark.parametrize("hbm_dst", [False, True], ids=["to-sbuf", "to-hbm"])
+def test_a_gather_of_consecutive_rows_costs_no_less_than_the_direct_copy(hbm_dst: bool) -> None:
+    """Each index is its own descriptor: consecutive indices do not merge rows into one run.
+    Before, an HBM → HBM gather took one queue per 8 rows while the direct copy, one run, took one queue."""
+    table = RNG.standard_normal((256, 512)).astype(np.float32)
+    gather = _dma_costs(consecutive_rows, (table, True, hbm_dst))[0]
+    direct = _dma_costs(consecutive_rows, (table, False, hbm_dst))[0]
+    assert gather.chunk == 512 * 4
+    assert gather.busy_ns >= direct.busy_ns and gather.latency_ns >= direct.latency_ns
+
+
+def test_a_gather_costs_the_same_whatever_its_index_values() -> None:
+    def k(table, rows):
+        import nki.isa as nisa
+        import nki.language as nl
+
+        idx = nl.ndarray((128, 1), nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=idx, src=rows)
+        g = nl.ndarray((128, table.shape[1]), table.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=g, src=table.ap([[table.shape[1], 128], [1, table.shape[1]]], offset=0, vector_offset=idx, indirect_dim=0))
+        out = nl.ndarray(g.shape, table.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=g)
+        return out
+
+    table = RNG.standard_normal((256, 512)).astype(np.float32)
+    identity, shuffled = np.arange(128, dtype=np.int32)[:, None], RNG.permutation(256)[:128, None].astype(np.int32)
+    assert _dma_costs(k, (table, identity))[1] == _dma_costs(k, (table, shuffled))[1]
+
+
+def legacy_column_gather(x):
+    """``x[i_f, idx]`` with an iota index tile on the column dim: a transposed load, one element per descriptor."""
+    import neuronxcc.nki.isa as nisa
+    import neuronxcc.nki.language as nl
+
+    r = x.shape[0]
+    out = nl.ndarray((128, r), dtype=x.dtype, buffer=nl.shared_hbm)
+    idx = nisa.iota(nl.arange(128)[:, None], dtype=nl.int32)
+    i_f = nl.arange(r)[None, :]
+    nl.store(out, value=nl.load(x[i_f, idx]))
+    return out
+
+
+def legacy_column_load(x):
+    """The same transposed load written directly (an affine index grid: a strided view)."""
+    import neuronxcc.nki.language as nl
+
+    r = x.shape[0]
+    out = nl.ndarray((128, r), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(r)[None, :]
+    nl.store(out, value=nl.load(x[i_f, i_p]))
+    return out
+
+
+def test_a_transposing_index_tile_gather_costs_what_the_strided_load_costs() -> None:
+    """Before: priced as one R·4-byte run per partition, as if the columns were rows (8 KiB runs at full bandwidth)."""
+    x = RNG.standard_normal((2048, 128)).astype(np.float32)
+    np.testing.assert_array_equal(emu.run_kernel(legacy_column_gather, (x,), api="0.1").outputs, x.T)
+    gather = _dma_costs(legacy_column_gather, (x,), api="0.1")[0]
+    direct = _dma_costs(legacy_column_load, (x,), api="0.1")[0]
+    assert gather.chunk == direct.chunk == 4
+    assert gather.busy_ns >= direct.busy_ns
