@@ -189,6 +189,13 @@ def _queue_share(sides: list[Access], nbytes: int) -> int:
 
 
 def _dma_cost(ins: Instruction, spec: HardwareSpec) -> Cost:
+    """Queues, chunk efficiency, bytes and time of one DMA.
+
+    Its bytes cross the queues once per side that lies in HBM (and at least once): an HBM → HBM
+    copy reads and writes HBM, as much traffic as the HBM → SBUF → HBM pair it replaces, and HBM
+    bandwidth per NeuronCore is about that of its 16 queues (§4.2), while an on-chip side is
+    SBUF's own port.
+    """
     src = ins.reads[0] if ins.reads else None
     dst = ins.writes[0] if ins.writes else None
     sides = [a for a in (src, dst) if a is not None]
@@ -202,10 +209,11 @@ def _dma_cost(ins: Instruction, spec: HardwareSpec) -> Cost:
             eff = dma_efficiency(itemsize(src.dtype if src else "float32"), spec)
         else:
             eff *= 0.9 if from_hbm else 0.5
-    transfer = nbytes / (queues * spec.dma_bytes_per_ns_per_queue * eff) if nbytes else 0.0
-    fixed = spec.dma_hwdge_fixed_ns if ins.attrs.get("dge_mode") == 2 else spec.dma_fixed_ns
     hbm_read = src.nbytes if src is not None and src.memory not in ("sbuf", "psum") else 0
     hbm_write = dst.nbytes if dst is not None and dst.memory not in ("sbuf", "psum") else 0
+    moved = max(nbytes, hbm_read + hbm_write)
+    transfer = moved / (queues * spec.dma_bytes_per_ns_per_queue * eff)
+    fixed = spec.dma_hwdge_fixed_ns if ins.attrs.get("dge_mode") == 2 else spec.dma_fixed_ns
     accesses = ins.reads + ins.writes
     shortest = min(contiguous_run_bytes(a) for a in accesses) if accesses else None
     return Cost("dma", spec.dma_issue_ns + transfer, fixed + transfer, queues=queues, hbm_read=hbm_read, hbm_write=hbm_write, chunk=shortest)
