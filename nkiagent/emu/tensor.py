@@ -172,9 +172,9 @@ class NkiTensor:
         self._lg: Any = None  # 0.1 front-end facts: mask box of a result, index-grid dims, deferred bounds errors
         self._vc: dict[tuple[Any, ...], NkiTensor] | None = None  # views of this one by simple index (_simple_view)
         self._cv: bool | None = None  # covers_storage(), once asked (its geometry never changes)
-        #: operands an instruction reads to work out this view's addresses, ``(role, tile)``: the
-        #: index tile of a gather (``vector_offset``), the tile of a dynamic offset. ops.record lists them.
-        self._ix: tuple[tuple[str, Any], ...] | None = None
+        #: what an instruction reads to work out this view's addresses: ``(role, tile)`` for the index
+        #: tile of a gather (``vector_offset``), a register ``Access`` for a dynamic offset. ops.record lists them.
+        self._ix: tuple[Any, ...] | None = None
 
     @classmethod
     def _whole(cls, alloc: Alloc) -> NkiTensor:
@@ -826,11 +826,12 @@ class NkiTensor:
                     f"its stride must equal the storage free size {row}",
                 )
         inner = math.prod(base.shape[indirect_dim + 1 :]) if base.shape else 1
-        ix: tuple[tuple[str, Any], ...] = ()
+        ix: tuple[Any, ...] = ()
         if scalar_offset is not None:
-            offset += read_scalar_index(scalar_offset) * inner
-            if isinstance(scalar_offset, NkiTensor):
-                ix = (("scalar_offset", scalar_offset),)
+            value, register = read_scalar_index(scalar_offset)
+            offset += value * inner
+            if register is not None:
+                ix = (register,)
         shape = tuple(n for _, n in pat)
         strides = tuple(s for s, _ in pat)
         if vector_offset is None:

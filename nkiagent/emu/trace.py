@@ -13,12 +13,18 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
-__all__ = ["Region", "Access", "Instruction", "Trace", "collector_paused", "ADDRESS_ROLES", "is_data"]
+__all__ = ["Region", "Access", "Instruction", "Trace", "collector_paused", "ADDRESS_ROLES", "PSEUDO_MEMORIES", "is_data", "pseudo_access"]
 
 #: Roles of the accesses an instruction makes to work out its addresses (the index tile of a
-#: gather, the tile of a dynamic offset): real dependences, but not the data the instruction moves
+#: gather, the register of a dynamic offset) or to know that it runs at all (the registers that
+#: decided a dynamic loop or a ``while``): real dependences, but not the data the instruction moves
 #: or computes on, so pricing leaves them out.
-ADDRESS_ROLES = frozenset({"vector_offset", "scalar_offset"})
+ADDRESS_ROLES = frozenset({"vector_offset", "scalar_offset", "control"})
+
+#: Memories that hold no tensor: the virtual registers (``reg``) and the Vector Engine accumulator
+#: registers (``acc``). Accesses to them exist so that the timeline orders the instructions passing
+#: state through them, with the same overlap test as memory; they move no bytes.
+PSEUDO_MEMORIES = frozenset({"reg", "acc"})
 
 
 class Region(NamedTuple):
@@ -65,8 +71,18 @@ class Access(NamedTuple):
 
 
 def is_data(a: Access) -> bool:
-    """True for the operands an instruction moves or computes on (what its cost depends on)."""
-    return a.role not in ADDRESS_ROLES
+    """True for the operands an instruction moves or computes on (what its cost and byte counts depend on)."""
+    return a.role not in ADDRESS_ROLES and a.memory not in PSEUDO_MEMORIES
+
+
+def pseudo_access(role: str, memory: str, uid: int, lanes: int = 1) -> Access:
+    """An access to ``lanes`` 4-byte registers of the pseudo-memory ``memory`` (see :data:`PSEUDO_MEMORIES`).
+
+    ``uid`` names the register (or register file) as an allocation uid names a tensor; it is
+    negative, so it is never mistaken for one. Lane ``i`` is row ``i`` of the region.
+    """
+    dtype = "float32" if memory == "acc" else "int32"
+    return Access(role, memory, (lanes, 1), dtype, lanes, 1, 4 * lanes, (1, 1), True, Region(uid, 0, lanes - 1, 0, 4))
 
 
 @dataclass(slots=True)

@@ -329,3 +329,187 @@ def test_an_sbuf_to_sbuf_dma_moves_its_bytes_once_and_none_in_hbm() -> None:
     load, on_chip, store = _dma_costs(sbuf_to_sbuf, (x,))
     assert on_chip.hbm_read == on_chip.hbm_write == 0
     assert on_chip.busy_ns == pytest.approx(load.busy_ns) == pytest.approx(store.busy_ns)  # the same bytes, runs and queues
+
+
+# --------------------------------------------------------------------------------------------
+# registers and the Vector Engine accumulators carry dependences like memory
+# --------------------------------------------------------------------------------------------
+def _vector_count(value: float, steps: int = 40) -> Any:
+    """A (1, 1) int32 tile holding ``value``, computed by a chain of ``steps`` VectorE instructions."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    f = nl.ndarray((1, 1), nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=f, value=value)
+    for _ in range(steps):
+        nisa.tensor_scalar(dst=f, data=f, op0=nl.multiply, operand0=1.0, engine=nisa.engine.vector)
+    n = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=n, src=f, engine=nisa.engine.vector)
+    return n
+
+
+def register_placed_dma(table):
+    import nki.isa as nisa
+    import nki.language as nl
+
+    reg = nisa.register_alloc()
+    nisa.register_load(reg, _vector_count(3.0))
+    cols = table.shape[1]
+    row = nl.ndarray((1, cols), table.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=row, src=table.ap([[cols, 1], [1, cols]], scalar_offset=reg))
+    out = nl.ndarray((1, cols), table.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=row)
+    return out
+
+
+def test_a_dma_placed_by_a_register_waits_for_the_register_load() -> None:
+    table = RNG.standard_normal((8, 256)).astype(np.float32)
+    out = emu.run_kernel(register_placed_dma, (table,)).outputs
+    np.testing.assert_array_equal(out, table[3:4])
+    _, tl = _schedule(register_placed_dma, (table,))
+    (load,) = _events(tl, "register_load")
+    assert load.start_ns >= max(e.end_ns for e in tl.events if e.engine == "vector") > 1000.0
+    assert _events(tl, "dma_copy")[0].start_ns >= load.end_ns
+
+
+def register_driven_loop(table):
+    """A dynamic loop whose trip count a VectorE chain computes; the body gathers nothing itself, it only copies rows."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    reg = nisa.register_alloc()
+    nisa.register_load(reg, _vector_count(2.0))
+    out = nl.ndarray(table.shape, table.dtype, buffer=nl.shared_hbm)
+    for i in nl.dynamic_range(reg):
+        t = nl.ndarray((128, table.shape[1]), table.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=table[i * 128 : (i + 1) * 128, :])
+        nisa.dma_copy(dst=out[i * 128 : (i + 1) * 128, :], src=t)
+    return out
+
+
+def test_a_dynamic_loop_body_waits_for_the_register_its_trip_count_comes_from() -> None:
+    table = RNG.standard_normal((256, 512)).astype(np.float32)
+    trace, tl = _schedule(register_driven_loop, (table,))
+    (load,) = _events(tl, "register_load")
+    body = [e for e in tl.events if any(lp[1] == "dynamic" for lp in trace.instructions[e.seq].loops)]
+    assert len(body) == 4
+    assert min(e.start_ns for e in body) >= load.end_ns > 1000.0
+
+
+def while_register(table):
+    """``while reg:`` whose condition the loop body recomputes on VectorE and reloads into the register."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    count = _vector_count(2.0, steps=1)
+    reg = nisa.register_alloc()
+    nisa.register_load(reg, count)
+    out = nl.ndarray(table.shape, table.dtype, buffer=nl.shared_hbm)
+    i = 0
+    while reg:
+        t = nl.ndarray((128, table.shape[1]), table.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=table[i * 128 : (i + 1) * 128, :])
+        nisa.dma_copy(dst=out[i * 128 : (i + 1) * 128, :], src=t)
+        for _ in range(20):
+            nisa.tensor_scalar(dst=count, data=count, op0=nl.add, operand0=0, engine=nisa.engine.vector)
+        nisa.tensor_scalar(dst=count, data=count, op0=nl.subtract, operand0=1, engine=nisa.engine.vector)
+        nisa.register_load(reg, count)
+        i += 1
+    return out
+
+
+def test_a_while_loop_iteration_waits_for_the_register_load_that_decides_it() -> None:
+    table = RNG.standard_normal((256, 512)).astype(np.float32)
+    np.testing.assert_array_equal(emu.run_kernel(while_register, (table,)).outputs, table)
+    _, tl = _schedule(while_register, (table,))
+    first_load, second_load, _ = _events(tl, "register_load")
+    second_iteration = _events(tl, "dma_copy")[2]
+    assert second_iteration.start_ns >= second_load.end_ns >= first_load.end_ns
+
+
+def register_rewritten(table):
+    """A register-placed DMA, then the register moves on and places a second one."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    reg = nisa.register_alloc(0)
+    cols = table.shape[1]
+    out = nl.ndarray((256, cols), table.dtype, buffer=nl.shared_hbm)
+    for k in range(2):
+        t = nl.ndarray((128, cols), table.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=table.ap([[cols, 128], [1, cols]], scalar_offset=reg))
+        nisa.dma_copy(dst=out[k * 128 : (k + 1) * 128, :], src=t)
+        nisa.register_move(reg, 128)
+    return out
+
+
+def test_a_register_write_waits_for_the_dma_that_reads_it_and_the_next_reader_for_the_write() -> None:
+    table = RNG.standard_normal((256, 2048)).astype(np.float32)
+    np.testing.assert_array_equal(emu.run_kernel(register_rewritten, (table,)).outputs, table)
+    _, tl = _schedule(register_rewritten, (table,))
+    load0, _, load1, _ = _events(tl, "dma_copy")
+    move0 = _events(tl, "register_move")[0]
+    assert move0.start_ns >= load0.end_ns  # write after read
+    assert load1.start_ns >= move0.end_ns  # read after write
+
+
+def accumulate_in_reverse_arrival(a, b):
+    """``reduce_cmd=reduce`` continues the accumulators the previous instruction left, whose data lands last."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    ta = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=ta, src=a)  # slow: 8 KiB per partition on 2 partitions
+    tb = nl.ndarray(b.shape, b.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=tb, src=b)  # fast
+    ya, yb = nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf), nl.ndarray(b.shape, nl.float32, buffer=nl.sbuf)
+    res = nl.ndarray((2, 1), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar_reduce(dst=ya, data=ta, op0=nl.multiply, operand0=1.0, reduce_op=nl.add, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+    nisa.tensor_scalar_reduce(dst=yb, data=tb, op0=nl.multiply, operand0=1.0, reduce_op=nl.add, reduce_res=res, reduce_cmd=nisa.reduce_cmd.reduce)
+    out = nl.ndarray((2, 1), nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+def test_an_accumulating_instruction_waits_for_the_one_that_left_the_accumulators() -> None:
+    a, b = RNG.standard_normal((2, 16384)).astype(np.float32), RNG.standard_normal((2, 64)).astype(np.float32)
+    np.testing.assert_allclose(emu.run_kernel(accumulate_in_reverse_arrival, (a, b)).outputs[:, 0], a.sum(1) + b.sum(1), rtol=1e-4)
+    _, tl = _schedule(accumulate_in_reverse_arrival, (a, b))
+    reset, cont = _events(tl, "tensor_scalar_reduce")
+    assert cont.start_ns >= reset.end_ns
+
+
+def placed_rows(table, by_register: bool):
+    """Rows 2 … 129 of ``table`` loaded at a dynamic offset from a register, or at the same static offset."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    cols = table.shape[1]
+    offset: Any = 2
+    if by_register:
+        offset = nisa.register_alloc(2)
+    t = nl.ndarray((128, cols), table.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=table.ap([[cols, 128], [1, cols]], scalar_offset=offset))
+    s = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+    y = nl.ndarray((128, cols), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar_reduce(dst=y, data=t, op0=nl.multiply, operand0=1.0, reduce_op=nl.add, reduce_res=s)
+    out = nl.ndarray((128, cols), table.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=y)
+    return out
+
+
+def test_register_and_accumulator_accesses_cost_nothing_and_move_no_bytes() -> None:
+    """Pseudo-regions order instructions; prices, HBM byte counts, DMA counts and advice read only the data."""
+    table = RNG.standard_normal((256, 512)).astype(np.float32)
+    profiles, costs = {}, {}
+    for by_register in (True, False):
+        trace = emu.Trace()
+        emu.run_kernel(placed_rows, (table, by_register), target="trn2", trace=trace)
+        assert any(a.memory == "acc" for i in trace.instructions for a in i.writes)
+        spec = get_spec("trn2")
+        costs[by_register] = [instruction_cost(i, spec) for i in trace.instructions if i.op != "register_alloc"]
+        profiles[by_register] = profile_trace(emu.Trace.from_json(trace.to_json()), "trn2")[0]  # (through the worker's JSON form)
+    assert costs[True] == costs[False]
+    reg, static = profiles[True], profiles[False]
+    assert (reg.hbm_read_bytes, reg.hbm_write_bytes, reg.dma_count, reg.dma_histogram, reg.advice) == (
+        static.hbm_read_bytes, static.hbm_write_bytes, static.dma_count, static.dma_histogram, static.advice)
