@@ -116,9 +116,9 @@ def _audited(trace: emu.Trace, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Aud
         for name, fn in list(vars(module).items()):
             if not name.startswith("_") and isinstance(fn, types.FunctionType) and fn.__module__.startswith("nkiagent.emu"):
                 wrapped = outermost(f"{module.__name__.rsplit('.', 1)[-1]}.{name}", fn)
+                if name in dir(facade):  # first: the facade caches what it hands out, and must cache the original
+                    monkeypatch.setattr(facade, name, wrapped)
                 monkeypatch.setattr(module, name, wrapped)
-                if name in dir(facade):
-                    monkeypatch.setattr(facade, name, wrapped)  # (the facade keeps what it handed out)
     flush = emu_ops.flush_matmul_group
 
     def flushing(ctx: Any) -> Any:
