@@ -128,7 +128,8 @@ def _audited(trace: emu.Trace, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Aud
         finally:
             audit.flushing -= 1
 
-    monkeypatch.setattr(emu_ops, "flush_matmul_group", flushing)
+    for module in (emu_ops, emu_isa):  # (isa calls the one it imported)
+        monkeypatch.setattr(module, "flush_matmul_group", flushing)
     yield audit
     audit.finish()
 
@@ -253,6 +254,17 @@ def register_driven_loop(n: Any, x: Any) -> Any:
     return _out(acc)
 
 
+def accumulating_matmuls(x: Any) -> Any:
+    """Two matmuls accumulated into one PSUM tile: the emulator lands them together when the tile is read."""
+    xs = _sb(x, nl.bfloat16)
+    acc = nl.ndarray((32, 64), nl.float32, buffer=nl.psum)
+    for k in range(2):
+        nisa.nc_matmul(dst=acc, stationary=xs[:, k * 32 : (k + 1) * 32], moving=xs)
+    y = nl.ndarray((32, 64), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=y, src=acc)
+    return _out(y)
+
+
 TABLE = RNG.standard_normal((128, 96)).astype(np.float32)
 X = RNG.standard_normal((128, 64)).astype(np.float32)
 KERNELS = [
@@ -265,6 +277,7 @@ KERNELS = [
     (reductions_with_tile_operands, (X,)),
     (on_chip_gathers, (X,)),
     (register_driven_loop, (np.array([[3]], np.int32), X)),
+    (accumulating_matmuls, (X,)),
 ]
 
 
