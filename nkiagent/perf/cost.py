@@ -220,8 +220,8 @@ def _dma_cost(ins: Instruction, spec: HardwareSpec) -> Cost:
 
 
 def _data_only(ins: Instruction) -> Instruction:
-    """``ins`` without its addressing accesses (:func:`~nkiagent.emu.trace.is_data`): they order
-    instructions, but what an instruction costs depends on the data it touches alone."""
+    """``ins`` without its register and addressing accesses (:func:`~nkiagent.emu.trace.is_data`):
+    they order instructions, but what an instruction costs depends on the data it touches alone."""
     if all(map(is_data, ins.reads)) and all(map(is_data, ins.writes)):
         return ins
     return replace(ins, reads=tuple(filter(is_data, ins.reads)), writes=tuple(filter(is_data, ins.writes)))
