@@ -338,6 +338,7 @@ def run_kernel(
                 for pid in programs:
                     ctx.program_id = pid
                     ctx.shared_cursor = 0
+                    ctx.control = ()  # each program branches on its own registers
                     r = k.fn(*targs, **tkw)
                     if launch is not None:
                         launch.returned(r)

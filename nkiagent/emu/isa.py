@@ -174,6 +174,13 @@ def dma_copy(dst: Any, src: Any, priority: Any = None, oob_mode: Any = oob_mode.
         raise NkiValidationError(
             "err_dma_hwdge_dtype", f"dma_copy with dge_mode=hwdge requires src.dtype == dst.dtype, got {dt.dtype_name(src.dtype)} and {dt.dtype_name(dst.dtype)}"
         )
+    if mode == 2:
+        for role, t in (("src", src), ("dst", dst)):
+            if t._addr is not None:  # hwdge builds static patterns (nki-dge.rst): a gather needs a descriptor per index, from GpSimd
+                raise NkiValidationError(
+                    "err_dma_hwdge_indirect",
+                    f"dma_copy with dge_mode=hwdge cannot gather or scatter ({role} `{t.name}` is indexed per row); use dge_mode=swdge or leave it unknown",
+                )
     _check_indirect(src, oob_mode)
     _check_indirect(dst, oob_mode)
     record(ctx, op, "dma", (("src", src),), (("dst", dst),), **({} if ctx.trace is None else {"dge_mode": mode, "queue": engine_name(engine, "dma")}))

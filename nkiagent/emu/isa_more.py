@@ -21,7 +21,9 @@ Hidden engine state (emulated, per kernel run and SPMD program):
   reduce op's identity (0 for add/subtract, 1 for multiply, -inf for max, +inf for min),
   ``load_reduce`` to the given init value, ``reduce`` continues from its current value (with a
   warning if nothing defined it), and an accumulating op run with ``idle`` leaves it
-  undefined, because AWS documents that ``idle`` "may still modify" it.
+  undefined, because AWS documents that ``idle`` "may still modify" it. In the trace the
+  registers are the pseudo-region ``acc`` (one lane per row): every accumulating op writes it
+  and ``reduce`` reads it, so the cost model keeps such a chain in program order.
 * **The dropout random generator**: a NumPy generator seeded with 0 at the first ``dropout``
   of each run, so a run is reproducible; it does not model the hardware PRNG's bits.
 
@@ -61,6 +63,7 @@ from .ops import (  # noqa: E402
     write,
 )
 from .tensor import NkiTensor  # noqa: E402
+from .trace import Access, pseudo_access  # noqa: E402
 
 _RC = reduce_cmd  # the enum, for bodies whose ``reduce_cmd`` parameter shadows it
 
@@ -190,11 +193,12 @@ _DROPOUT_SEED = 0
 class _EngineState:
     """Per-run state the hardware keeps inside engines (see the module docstring)."""
 
-    __slots__ = ("acc", "defined", "rng")
+    __slots__ = ("acc", "acc_uid", "defined", "rng")
 
     def __init__(self) -> None:
         self.acc: dict[tuple[int, ...], np.ndarray] = {}
         self.defined: dict[tuple[int, ...], np.ndarray] = {}
+        self.acc_uid: dict[tuple[int, ...], int] = {}  #: the accumulators' pseudo-region in the trace, per SPMD program
         self.rng: np.random.Generator | None = None
 
 
@@ -215,6 +219,21 @@ def _registers(ctx: KernelContext) -> tuple[np.ndarray, np.ndarray]:
         st.acc[pid] = np.full(ctx.target.pmax, np.nan, dtype=np.float32)
         st.defined[pid] = np.zeros(ctx.target.pmax, dtype=bool)
     return st.acc[pid], st.defined[pid]
+
+
+def _acc_accesses(ctx: KernelContext, cmd: reduce_cmd, p: int) -> dict[str, tuple[Access, ...]]:
+    """The accumulator accesses of an accumulating instruction over ``p`` lanes, as ``record`` keywords.
+
+    Every such instruction writes the accumulators (``idle`` too: it may modify them), and one that
+    continues them (``reduce``) reads them first: the accumulators are the pseudo-region ``acc``,
+    so the timeline runs a chain of them in program order even when later data lands first.
+    """
+    st = _state(ctx)
+    uid = st.acc_uid.get(ctx.program_id)
+    if uid is None:
+        uid = st.acc_uid[ctx.program_id] = ctx.pseudo_uid()
+    acc = pseudo_access("acc", "acc", uid, p)
+    return {"state_reads": (acc,) if cmd == _RC.reduce else (), "state_writes": (acc,)}
 
 
 def _acc_start(ctx: KernelContext, op: str, cmd: reduce_cmd, reduce_name: str, init: Any, p: int) -> np.ndarray:
@@ -406,7 +425,7 @@ def tensor_scalar_cumulative(
     c0 = scalar_or_column(op, "imm0", imm0, src)
     c1 = scalar_or_column(op, "imm1", imm1, src) if imm1 is not None else None
     reads = [("src", src)] + [(r, v) for r, v in (("imm0", imm0), ("imm1", imm1)) if isinstance(v, NkiTensor)]
-    record(ctx, op, "vector", reads, [("dst", dst)], alu=(a0.name, a1.name), reduce_cmd=cmd.name)
+    record(ctx, op, "vector", reads, [("dst", dst)], **_acc_accesses(ctx, cmd, _pp(src)), alu=(a0.name, a1.name), reduce_cmd=cmd.name)
     if not ctx.compute:
         return
     p = _pp(src)
@@ -486,7 +505,7 @@ def tensor_scalar_reduce(
     c0 = scalar_or_column(op, "operand0", operand0, data) if unary is None else None
     init = scalar_or_column(op, "reduce_init", reduce_init, data) if reduce_init is not None else None
     reads = [("data", data)] + [(r, v) for r, v in (("operand0", operand0), ("reduce_init", reduce_init)) if isinstance(v, NkiTensor)]
-    record(ctx, op, "vector", reads, writes, alu=(name0, alu.name), reduce_cmd=cmd.name)
+    record(ctx, op, "vector", reads, writes, **_acc_accesses(ctx, cmd, p), alu=(name0, alu.name), reduce_cmd=cmd.name)
     if not ctx.compute:
         return
     x = f32(data)
@@ -553,7 +572,7 @@ def select_reduce(
         writes.append(("reduce_res", rr))
     reads = [("predicate", pred), ("on_true", src)] + ([("on_false", on_false)] if isinstance(on_false, NkiTensor) else [])
     off = scalar_or_column(op, "on_false", on_false, src, fp32_only=False)
-    record(ctx, op, "vector", reads, writes, reduce_cmd=cmd.name, reverse_pred=bool(reverse_pred))
+    record(ctx, op, "vector", reads, writes, **_acc_accesses(ctx, cmd, p), reduce_cmd=cmd.name, reverse_pred=bool(reverse_pred))
     if not ctx.compute:
         return
     mask = _rows(pred._np(), p) != 0
@@ -644,6 +663,7 @@ def range_select(
         "vector",
         [("on_true_tile", src), ("bound0", b0), ("bound1", b1)],
         writes,
+        **_acc_accesses(ctx, cmd, p),
         cmp=(cmps[0].name, cmps[1].name),
         reduce_cmd=cmd.name,
         range_start=int(range_start),
@@ -1139,7 +1159,7 @@ def exponential(
     m = scalar_or_column(op, "max_value", max_value, src)
     init = scalar_or_column(op, "reduce_init", reduce_init, src)
     reads = [("src", src)] + [(r, v) for r, v in (("max_value", max_value), ("reduce_init", reduce_init)) if isinstance(v, NkiTensor)]
-    record(ctx, op, "vector", reads, writes, reduce_cmd=cmd.name)
+    record(ctx, op, "vector", reads, writes, **_acc_accesses(ctx, cmd, p), reduce_cmd=cmd.name)
     if not ctx.compute:
         return
     with np.errstate(over="ignore"):
@@ -1176,15 +1196,21 @@ class VirtualRegister:
     Kernels use it as a dynamic loop bound (``nl.dynamic_range(reg)``), a ``while reg:``
     condition, or a dynamic address (``t.ap(pattern, scalar_offset=reg)``). Reading a register
     that was never given a value is an error.
+
+    In the trace it is the pseudo-region ``reg`` ``uid`` (``trace.pseudo_access``): the ops that
+    set it write it, the DMAs it places read it, and once its value has steered control flow
+    (``int(reg)``, ``bool(reg)``: a loop bound, a ``while`` test) every later instruction reads it,
+    as an engine runs past that branch only when the register's value is known.
     """
 
-    __slots__ = ("_value",)
+    __slots__ = ("_uid", "_value")
 
-    def __init__(self, value: int | None = None) -> None:
+    def __init__(self, uid: int, value: int | None = None) -> None:
+        self._uid = uid
         self._value = value
 
     def _nki_register_value(self) -> int:
-        """The register's value (read by ``ops.read_scalar_index`` and the loop helpers)."""
+        """The register's value (read by ``ops.read_scalar_index`` and the register ops, which record the read)."""
         if self._value is None:
             raise NkiRuntimeError(
                 "err_register_uninitialized",
@@ -1192,13 +1218,24 @@ class VirtualRegister:
             )
         return self._value
 
+    def _nki_access(self, role: str) -> Access:
+        return pseudo_access(role, "reg", self._uid)
+
+    def _steer(self) -> int:
+        """The value, read to decide control flow: from here on every instruction depends on it."""
+        value = self._nki_register_value()
+        ctx = current()
+        if all(a.region.alloc != self._uid for a in ctx.control):
+            ctx.control += (self._nki_access("control"),)
+        return value
+
     def __int__(self) -> int:
-        return self._nki_register_value()
+        return self._steer()
 
     __index__ = __int__
 
     def __bool__(self) -> bool:
-        return self._nki_register_value() != 0
+        return self._steer() != 0
 
     def __repr__(self) -> str:
         return f"VirtualRegister({'uninitialized' if self._value is None else self._value})"
@@ -1232,8 +1269,9 @@ def register_alloc(x: int | None = None) -> VirtualRegister:
     """Allocate a virtual register, optionally initialized with the integer ``x``."""
     ctx = current()
     init = None if x is None else _reg_int("register_alloc", x)
-    record(ctx, "register_alloc", "sync", [], [], value=init)
-    return VirtualRegister(init)
+    reg = VirtualRegister(ctx.pseudo_uid(), init)
+    record(ctx, "register_alloc", "sync", [], [], state_writes=() if init is None else (reg._nki_access("dst"),), value=init)
+    return reg
 
 
 def register_move(dst: Any, src: Any) -> None:
@@ -1241,8 +1279,9 @@ def register_move(dst: Any, src: Any) -> None:
     ctx = current()
     op = "register_move"
     reg = _register(op, "dst", dst)
-    value = _register(op, "src", src)._nki_register_value() if isinstance(src, VirtualRegister) else _reg_int(op, src)
-    record(ctx, op, "sync", [], [])
+    moved = _register(op, "src", src) if isinstance(src, VirtualRegister) else None
+    value = moved._nki_register_value() if moved is not None else _reg_int(op, src)
+    record(ctx, op, "sync", [], [], state_reads=() if moved is None else (moved._nki_access("src"),), state_writes=(reg._nki_access("dst"),))
     reg._value = value
 
 
@@ -1256,7 +1295,7 @@ def register_load(dst: Any, src: Any) -> None:
     op = "register_load"
     reg = _register(op, "dst", dst)
     t = _scalar_tensor(op, "src", src)
-    record(ctx, op, "sync", [("src", t)], [])
+    record(ctx, op, "sync", [("src", t)], [], state_writes=(reg._nki_access("dst"),))
     reg._value = int(t._np().reshape(-1)[0]) if ctx.compute else data_read(ctx, "a register loaded from a tensor")
 
 
@@ -1265,7 +1304,8 @@ def register_store(dst: Any, src: Any) -> None:
     ctx = current()
     op = "register_store"
     t = _scalar_tensor(op, "dst", dst)
-    value = _register(op, "src", src)._nki_register_value()
-    record(ctx, op, "sync", [], [("dst", t)])
+    reg = _register(op, "src", src)
+    value = reg._nki_register_value()
+    record(ctx, op, "sync", [], [("dst", t)], state_reads=(reg._nki_access("src"),))
     if ctx.compute:
         write(ctx, t, np.asarray(value, dtype=np.int64))

@@ -20,7 +20,7 @@ import numpy as np
 from . import dtypes as dt
 from .errors import NkiCapacityError, NkiRuntimeError, NkiTypeError, NkiValidationError, NkiWarning, kernel_location
 from .targets import Target
-from .trace import Trace
+from .trace import Access, Trace
 
 __all__ = ["Buffer", "sbuf", "psum", "hbm", "shared_hbm", "private_hbm", "BUFFERS", "Alloc", "LazyCopy", "KernelContext", "current", "plain_ints", "running"]
 
@@ -456,6 +456,16 @@ class KernelContext:
         self.write_hook: Any = None
         #: True while ``t += x`` (or ``nl.loop_reduce``) runs: an associative update, not a loop-carried overwrite.
         self.accumulating = False
+        #: reads of the registers whose values steered control flow so far (a dynamic loop bound, a
+        #: ``while reg:``): every later instruction runs only once they are known (ops.record lists them)
+        self.control: tuple[Access, ...] = ()
+        self._next_pseudo = -1
+
+    def pseudo_uid(self) -> int:
+        """A fresh uid for a register (file): negative, so no allocation ever has it (see ``trace.pseudo_access``)."""
+        uid = self._next_pseudo
+        self._next_pseudo -= 1
+        return uid
 
     # -- allocation ---------------------------------------------------------------------------
     def allocate(

@@ -20,7 +20,7 @@ from . import dtypes as dt
 from .errors import NkiTypeError, NkiUnsupportedError, NkiValidationError, kernel_location, warn
 from .memory import KernelContext, current, sbuf
 from .tensor import NkiTensor
-from .trace import Access, Instruction, Region
+from .trace import Access, Instruction, Region, pseudo_access
 
 __all__ = [
     "CHECKED_GEOMETRIES_MAX",
@@ -112,14 +112,22 @@ def _facts(t: NkiTensor) -> tuple[Any, ...]:
     """Everything :class:`Access` records about a view except its role."""
     a = t._a
     if t._addr is not None:
-        return (*_geometry(t), t.region(), True)
+        return (*_geometry(t), t.region(), True, _descriptors(t._addr))
     key = (a.memory, a.bytes_pp if a.on_chip else (a.shape[-1] if a.shape else 1) * a.itemsize, t._offset, t._shape, t._strides, t._dtype)
     hit = _PLACES.get(key)
     if hit is None:
         if len(_PLACES) >= 65536:  # bounded: a long-lived process runs kernel after kernel
             _PLACES.clear()
         hit = _PLACES[key] = (_geometry(t), t.region()[1:])
-    return (*hit[0], _new_tuple(Region, (a.uid, *hit[1])), False)
+    return (*hit[0], _new_tuple(Region, (a.uid, *hit[1])), False, 0)
+
+
+def _descriptors(addr: np.ndarray) -> int:
+    """DMA descriptors an explicit-address view takes: one per run of consecutive element addresses
+    within a row (its first dim). The descriptor generator makes every index of a gather (every
+    row) its own descriptor, so rows never coalesce, even where the indices happen to be consecutive."""
+    rows = addr.reshape(addr.shape[0] if addr.ndim else 1, -1)
+    return rows.shape[0] + int(np.count_nonzero(np.diff(rows, axis=1) != 1))
 
 
 def _geometry(t: NkiTensor) -> tuple[Any, ...]:
@@ -152,11 +160,17 @@ def record(
     engine: str,
     reads: Sequence[tuple[str, NkiTensor]],
     writes: Sequence[tuple[str, NkiTensor]],
+    *,
+    state_reads: tuple[Access, ...] = (),
+    state_writes: tuple[Access, ...] = (),
     **attrs: Any,
 ) -> None:
     """Append one instruction to the caller's trace (if tracing), count it, and mark its outputs written.
 
     Marking happens here, not in the numeric path, so timing-only runs know outputs were written too.
+    Besides its operands the instruction reads what their addresses come from (index tiles and
+    registers, ``NkiTensor._ix``), the registers that decided control flow so far (``ctx.control``)
+    and ``state_reads``, and writes ``state_writes``: register accesses (``trace.pseudo_access``).
     """
     if ctx.mm_group is not None and op != "nc_matmul":
         flush_matmul_group(ctx)
@@ -165,6 +179,7 @@ def record(
         hook(ctx, op, engine, writes)
     seq = ctx.seq
     pid = ctx.program_id
+    ix: tuple[Any, ...] = ()
     for role, t in writes:
         a = t._a
         a.written = True
@@ -175,6 +190,8 @@ def record(
             if rec.first < 0:
                 rec.first = seq
             rec.last = seq
+        if t._ix is not None:
+            ix += t._ix
     for role, t in reads:
         rec = t._a.rec
         if rec is not None:
@@ -183,11 +200,27 @@ def record(
             if rec.first < 0:
                 rec.first = seq
             rec.last = seq
+        if t._ix is not None:
+            ix += t._ix
+    state = ctx.control + state_reads if ctx.control else state_reads
+    if ix:  # what operand addresses come from is read too: the instruction waits for it
+        tiles = []
+        for item in ix:
+            if type(item) is Access:  # a register
+                state += (item,)
+                continue
+            tiles.append(item)
+            rec = item[1]._a.rec
+            if rec is not None:
+                rec.last = seq
+        reads = (*reads, *tiles)
     trace = ctx.trace
     if trace is not None:
         trace.append(
             Instruction(
-                seq, op, engine, _accesses(reads), _accesses(writes), kernel_location(sys._getframe(1)), ctx.program_id, ctx.loops_now, attrs
+                seq, op, engine, _accesses(reads) + state if state else _accesses(reads),
+                _accesses(writes) + state_writes if state_writes else _accesses(writes), kernel_location(sys._getframe(1)), ctx.program_id,
+                ctx.loops_now, attrs
             )
         )
     ctx.seq = seq + 1
@@ -698,19 +731,23 @@ def data_read(ctx: KernelContext, what: str) -> int:
     return 0
 
 
-def read_scalar_index(value: Any) -> int:
-    """Value of a dynamic scalar offset: an int, a register, or a (1, 1) integer tile."""
+def read_scalar_index(value: Any) -> tuple[int, Access | None]:
+    """Value of a dynamic scalar offset (an int, a register, or a (1, 1) integer tile) and the read of
+    the register it sits in, which the instruction using the offset makes. A tile is loaded into a
+    register of its own first (a recorded ``register_load``)."""
     if isinstance(value, (int, np.integer)):
-        return int(value)
+        return int(value), None
     reg_value = getattr(value, "_nki_register_value", None)
     if reg_value is not None:
-        return int(reg_value())
+        return int(reg_value()), value._nki_access("scalar_offset")
     if isinstance(value, NkiTensor):
         if value.size != 1:
             raise NkiValidationError("err_scalar_offset", f"scalar_offset must be a [1, 1] tile, got {list(value._shape)}")
         ctx = current()
-        record(ctx, "register_load", "sync", [("src", value)], [])
-        return int(value._np().reshape(-1)[0]) if ctx.compute else data_read(ctx, "a dynamic offset read from a tile")
+        uid = ctx.pseudo_uid()
+        record(ctx, "register_load", "sync", [("src", value)], [], state_writes=(pseudo_access("dst", "reg", uid),))
+        loaded = int(value._np().reshape(-1)[0]) if ctx.compute else data_read(ctx, "a dynamic offset read from a tile")
+        return loaded, pseudo_access("scalar_offset", "reg", uid)
     raise NkiTypeError("err_scalar_offset", f"scalar_offset must be an int, register or [1, 1] tile, got {type(value).__name__}")
 
 

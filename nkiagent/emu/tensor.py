@@ -138,7 +138,8 @@ def _simple_geometry(
 class NkiTensor:
     """A view of an allocation. See the module docstring for what it refuses to do."""
 
-    __slots__ = ("_a", "_shape", "_strides", "_offset", "_dtype", "_addr", "_valid", "_npv", "_meta", "_ok", "_sp", "_rg", "_lg", "_vc", "_cv", "__weakref__")
+    __slots__ = ("_a", "_shape", "_strides", "_offset", "_dtype", "_addr", "_valid", "_npv", "_meta", "_ok", "_sp", "_rg", "_lg", "_vc", "_cv", "_ix",
+                 "__weakref__")
     __array_ufunc__ = None  # NumPy ufuncs on tiles raise TypeError: no free host compute.
     __array_priority__ = 1000
 
@@ -171,6 +172,9 @@ class NkiTensor:
         self._lg: Any = None  # 0.1 front-end facts: mask box of a result, index-grid dims, deferred bounds errors
         self._vc: dict[tuple[Any, ...], NkiTensor] | None = None  # views of this one by simple index (_simple_view)
         self._cv: bool | None = None  # covers_storage(), once asked (its geometry never changes)
+        #: what an instruction reads to work out this view's addresses: ``(role, tile)`` for the index
+        #: tile of a gather (``vector_offset``), a register ``Access`` for a dynamic offset. ops.record lists them.
+        self._ix: tuple[Any, ...] | None = None
 
     @classmethod
     def _whole(cls, alloc: Alloc) -> NkiTensor:
@@ -460,7 +464,9 @@ class NkiTensor:
 
     # -- views ------------------------------------------------------------------------------------
     def _view(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int, dtype: np.dtype | None = None) -> NkiTensor:
-        return NkiTensor(self._a, shape, strides, offset, dtype if dtype is not None else self._dtype)
+        view = NkiTensor(self._a, shape, strides, offset, dtype if dtype is not None else self._dtype)
+        view._ix = self._ix  # a view of a dynamically placed view is placed by the same operands
+        return view
 
     def _check_bounds(self, view: NkiTensor) -> NkiTensor:
         lo, hi = view._span()
@@ -528,6 +534,7 @@ class NkiTensor:
                 _SIMPLE_VIEWS.clear()
             _SIMPLE_VIEWS[where] = found
         view = NkiTensor(a, found[0], found[1], found[2], self._dtype)
+        view._ix = self._ix
         if vc is None:
             vc = self._vc = {}
         if len(vc) < self._VIEWS_KEPT:
@@ -819,13 +826,18 @@ class NkiTensor:
                     f"its stride must equal the storage free size {row}",
                 )
         inner = math.prod(base.shape[indirect_dim + 1 :]) if base.shape else 1
+        ix: tuple[Any, ...] = ()
         if scalar_offset is not None:
-            offset += read_scalar_index(scalar_offset) * inner
+            value, register = read_scalar_index(scalar_offset)
+            offset += value * inner
+            if register is not None:
+                ix = (register,)
         shape = tuple(n for _, n in pat)
         strides = tuple(s for s, _ in pat)
         if vector_offset is None:
-            view = NkiTensor(base, shape, strides, offset, view_dtype)
-            return self._check_bounds(view)
+            view = self._check_bounds(NkiTensor(base, shape, strides, offset, view_dtype))
+            view._ix = ix or None
+            return view
         if not isinstance(vector_offset, NkiTensor):
             raise NkiTypeError("err_vector_offset", "vector_offset must be a (P, 1) integer tile in SBUF")
         if indirect_dim != 0:
@@ -840,7 +852,9 @@ class NkiTensor:
             grid = grid + (np.arange(n, dtype=np.int64) * s).reshape(shp)
         rows = idx.reshape((shape[0],) + (1,) * (len(shape) - 1)) * inner
         addr = offset + rows + grid
-        return NkiTensor(base, shape, None, offset, view_dtype, addr=addr)
+        view = NkiTensor(base, shape, None, offset, view_dtype, addr=addr)
+        view._ix = (*ix, ("vector_offset", vector_offset))
+        return view
 
     # -- arithmetic dispatches to recorded NKI ops -------------------------------------------------
     def _bin(self, name: str, other: Any, reverse: bool = False) -> Any:

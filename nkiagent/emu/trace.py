@@ -14,7 +14,21 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
-__all__ = ["Region", "Access", "Instruction", "Trace", "TraceStreamWriter", "TraceStreamReader", "TraceStreamError", "collector_paused"]
+__all__ = [
+    "ADDRESS_ROLES", "PSEUDO_MEMORIES", "Access", "Instruction", "Region", "Trace", "TraceStreamError", "TraceStreamReader",
+    "TraceStreamWriter", "collector_paused", "is_data", "pseudo_access",
+]  # fmt: skip
+
+#: Roles of the accesses an instruction makes to work out its addresses (the index tile of a
+#: gather, the register of a dynamic offset) or to know that it runs at all (the registers that
+#: decided a dynamic loop or a ``while``): real dependences, but not the data the instruction moves
+#: or computes on, so pricing leaves them out.
+ADDRESS_ROLES = frozenset({"vector_offset", "scalar_offset", "control"})
+
+#: Memories that hold no tensor: the virtual registers (``reg``) and the Vector Engine accumulator
+#: registers (``acc``). Accesses to them exist so that the timeline orders the instructions passing
+#: state through them, with the same overlap test as memory; they move no bytes.
+PSEUDO_MEMORIES = frozenset({"reg", "acc"})
 
 
 class Region(NamedTuple):
@@ -55,6 +69,24 @@ class Access(NamedTuple):
     contiguous: bool  #: innermost dim has unit stride
     region: Region
     indirect: bool = False
+    #: Indirect accesses: the DMA descriptors they take, one per run of consecutive addresses within
+    #: a row (first dim). Every index of a gather is its own descriptor, so rows never coalesce.
+    chunks: int = 0
+
+
+def is_data(a: Access) -> bool:
+    """True for the operands an instruction moves or computes on (what its cost and byte counts depend on)."""
+    return a.role not in ADDRESS_ROLES and a.memory not in PSEUDO_MEMORIES
+
+
+def pseudo_access(role: str, memory: str, uid: int, lanes: int = 1) -> Access:
+    """An access to ``lanes`` 4-byte registers of the pseudo-memory ``memory`` (see :data:`PSEUDO_MEMORIES`).
+
+    ``uid`` names the register (or register file) as an allocation uid names a tensor; it is
+    negative, so it is never mistaken for one. Lane ``i`` is row ``i`` of the region.
+    """
+    dtype = "float32" if memory == "acc" else "int32"
+    return Access(role, memory, (lanes, 1), dtype, lanes, 1, 4 * lanes, (1, 1), True, Region(uid, 0, lanes - 1, 0, 4))
 
 
 @dataclass(slots=True)
@@ -192,13 +224,13 @@ def collector_paused() -> Iterator[None]:
 def _access_json(a: Access) -> list[Any]:
     r = a.region
     return [a.role, a.memory, list(a.shape), a.dtype, a.partitions, a.elems_per_partition, a.nbytes, list(a.strides),
-            a.contiguous, [r.alloc, r.p_lo, r.p_hi, r.b_lo, r.b_hi], a.indirect]
+            a.contiguous, [r.alloc, r.p_lo, r.p_hi, r.b_lo, r.b_hi], a.indirect, a.chunks]
 
 
 def _access_from(x: list[Any]) -> Access:
-    role, mem, shape, dtype, parts, epp, nbytes, strides, contiguous, reg, indirect = x
+    role, mem, shape, dtype, parts, epp, nbytes, strides, contiguous, reg, indirect, chunks = x
     return Access(str(role), str(mem), tuple(int(v) for v in shape), str(dtype), int(parts), int(epp), int(nbytes),
-                  tuple(int(v) for v in strides), bool(contiguous), Region(*(int(v) for v in reg)), bool(indirect))
+                  tuple(int(v) for v in strides), bool(contiguous), Region(*(int(v) for v in reg)), bool(indirect), int(chunks))
 
 
 def _clean(v: Any) -> Any:

@@ -8,10 +8,10 @@ bytes, bytes per contiguous chunk, queues used, per-queue bandwidth and a fixed 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..emu.dtypes import as_dtype
-from ..emu.trace import Access, Instruction
+from ..emu.trace import Access, Instruction, is_data
 from .specs import HardwareSpec
 
 __all__ = ["Cost", "instruction_cost", "itemsize", "contiguous_run_bytes", "dma_efficiency"]
@@ -46,9 +46,15 @@ def itemsize(dtype_name: str) -> int:
 
 
 def contiguous_run_bytes(a: Access) -> int:
-    """Bytes of the longest row-major contiguous run at the end of an access (a DMA chunk)."""
+    """Bytes of the longest row-major contiguous run at the end of an access (a DMA chunk).
+
+    An indirect access moves its bytes in ``a.chunks`` descriptors (the runs of consecutive
+    addresses within its indexed rows, as the emulator counted them): their mean is its chunk.
+    """
     isz = itemsize(a.dtype)
-    if a.indirect or not a.strides:
+    if a.indirect:
+        return max(isz, a.nbytes // a.chunks) if a.chunks else isz
+    if not a.strides:
         return isz * (a.shape[-1] if a.shape else 1)
     run, expect = isz, 1
     dims = list(zip(a.shape, a.strides))
@@ -170,18 +176,32 @@ def dma_efficiency(chunk: int, spec: HardwareSpec) -> float:
     return lo + (1.0 - lo) * frac
 
 
+#: Bytes one DMA queue takes of a transfer (§4.2: the guide's 128 × 1024 fp32 load is 16 transfers of 8 partitions × 4 KiB)
+_QUEUE_TRANSFER_BYTES = 32 * 1024
+
+
+def _queue_share(sides: list[Access], nbytes: int) -> int:
+    """Queues a DMA spreads over: one per 8 partitions of its on-chip side (§4.2's example), else one
+    per 32 KiB it moves. Not one per run of an HBM side: that would give a copy more queues for being
+    cut into more pieces (an HBM → HBM gather of consecutive rows more than the same copy made directly)."""
+    on_chip = [a.partitions for a in sides if a.memory in ("sbuf", "psum")]
+    return math.ceil(max(on_chip) / 8) if on_chip else math.ceil(nbytes / _QUEUE_TRANSFER_BYTES)
+
+
 def _dma_cost(ins: Instruction, spec: HardwareSpec) -> Cost:
+    """Queues, chunk efficiency, bytes and time of one DMA.
+
+    Its bytes cross the queues once per side that lies in HBM (and at least once): an HBM → HBM
+    copy reads and writes HBM, as much traffic as the HBM → SBUF → HBM pair it replaces, and HBM
+    bandwidth per NeuronCore is about that of its 16 queues (§4.2), while an on-chip side is
+    SBUF's own port.
+    """
     src = ins.reads[0] if ins.reads else None
     dst = ins.writes[0] if ins.writes else None
     sides = [a for a in (src, dst) if a is not None]
     nbytes = max((a.nbytes for a in sides), default=0)
     chunk = min((contiguous_run_bytes(a) for a in sides), default=nbytes) or 1
-    on_chip = [a for a in sides if a.memory in ("sbuf", "psum")]
-    if on_chip:
-        rows = max(a.partitions for a in on_chip)
-    else:
-        rows = math.ceil(nbytes / max(chunk, 1))
-    queues = max(1, min(spec.dma_queues, math.ceil(rows / 8)))
+    queues = max(1, min(spec.dma_queues, _queue_share(sides, nbytes)))
     eff = dma_efficiency(chunk, spec)
     if ins.op == "dma_transpose":
         from_hbm = src is not None and src.memory not in ("sbuf", "psum")
@@ -189,17 +209,27 @@ def _dma_cost(ins: Instruction, spec: HardwareSpec) -> Cost:
             eff = dma_efficiency(itemsize(src.dtype if src else "float32"), spec)
         else:
             eff *= 0.9 if from_hbm else 0.5
-    transfer = nbytes / (queues * spec.dma_bytes_per_ns_per_queue * eff) if nbytes else 0.0
-    fixed = spec.dma_hwdge_fixed_ns if ins.attrs.get("dge_mode") == 2 else spec.dma_fixed_ns
     hbm_read = src.nbytes if src is not None and src.memory not in ("sbuf", "psum") else 0
     hbm_write = dst.nbytes if dst is not None and dst.memory not in ("sbuf", "psum") else 0
+    moved = max(nbytes, hbm_read + hbm_write)
+    transfer = moved / (queues * spec.dma_bytes_per_ns_per_queue * eff)
+    fixed = spec.dma_hwdge_fixed_ns if ins.attrs.get("dge_mode") == 2 else spec.dma_fixed_ns
     accesses = ins.reads + ins.writes
     shortest = min(contiguous_run_bytes(a) for a in accesses) if accesses else None
     return Cost("dma", spec.dma_issue_ns + transfer, fixed + transfer, queues=queues, hbm_read=hbm_read, hbm_write=hbm_write, chunk=shortest)
 
 
+def _data_only(ins: Instruction) -> Instruction:
+    """``ins`` without its register and addressing accesses (:func:`~nkiagent.emu.trace.is_data`):
+    they order instructions, but what an instruction costs depends on the data it touches alone."""
+    if all(map(is_data, ins.reads)) and all(map(is_data, ins.writes)):
+        return ins
+    return replace(ins, reads=tuple(filter(is_data, ins.reads)), writes=tuple(filter(is_data, ins.writes)))
+
+
 def instruction_cost(ins: Instruction, spec: HardwareSpec) -> Cost:
     """Occupancy and latency of ``ins`` on ``spec`` (see module docstring)."""
+    ins = _data_only(ins)
     if ins.engine == "dma" or ins.op.startswith("dma_"):
         return _dma_cost(ins, spec)
     engine = ins.engine if ins.engine in ("tensor", "vector", "scalar", "gpsimd") else "sync"

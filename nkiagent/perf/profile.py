@@ -11,7 +11,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..emu.trace import Trace
+from ..emu.trace import Access, Instruction, Trace, is_data
 from .sol import SpeedOfLight, speed_of_light
 from .specs import MODEL_VERSION, HardwareSpec, get_spec
 from .timeline import Timeline, schedule
@@ -157,6 +157,11 @@ def _bottleneck(p: Profile) -> str:
     return f"compute-bound ({name})"
 
 
+def _operands(ins: Instruction) -> list[Access]:
+    """The data ``ins`` moves or computes on: advice is about those, not the registers and index tiles that order it."""
+    return [a for a in ins.reads + ins.writes if is_data(a)]
+
+
 def _advice(trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile) -> list[str]:
     """Rules from the NKI performance guide (§4.4), each with the numbers that triggered it."""
     out: list[str] = []
@@ -183,7 +188,7 @@ def _advice(trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile) ->
     allocs = {a["uid"]: a for a in trace.allocations}
     read_bytes: dict[int, int] = defaultdict(int)
     for i, c in dma:
-        for a in i.reads:
+        for a in filter(is_data, i.reads):
             if a.memory not in ("sbuf", "psum"):
                 read_bytes[a.region.alloc] += a.nbytes
     for uid, nbytes in read_bytes.items():
@@ -211,10 +216,10 @@ def _advice(trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile) ->
         out.append(f"DMA transposes: {transposes} dma_transpose/load_transpose2d instructions are slow on DMA; load normally and transpose on TensorE (nc_transpose) — Opt #10")
     compute = [(i, c) for i, c in pairs if c.engine in ("vector", "scalar", "gpsimd")]
     comp_time = sum(c.busy_ns for _, c in compute) or 1.0
-    narrow = sum(c.busy_ns for i, c in compute if max((a.partitions for a in i.reads + i.writes), default=128) < 128)
+    narrow = sum(c.busy_ns for i, c in compute if max((a.partitions for a in _operands(i)), default=128) < 128)
     if compute and narrow / comp_time > 0.25:
         out.append(f"partitions: {100 * narrow / comp_time:.0f}% of Vector/Scalar/GpSimd time runs on fewer than 128 partitions; their cost does not shrink with fewer partitions — use all 128 (Opt #5b)")
-    tiny = sum(c.busy_ns for i, c in compute if max((a.elems_per_partition for a in i.reads + i.writes), default=0) < 128)
+    tiny = sum(c.busy_ns for i, c in compute if max((a.elems_per_partition for a in _operands(i)), default=0) < 128)
     if compute and tiny / comp_time > 0.25:
         out.append(f"tiny instructions: {100 * tiny / comp_time:.0f}% of Vector/Scalar/GpSimd time is in instructions with < 128 elements per partition, where fixed overhead dominates; fuse or batch them (Opt #5a, #6)")
     psum_adds = sum(1 for i, _ in pairs if i.op == "tensor_tensor" and any(a.memory == "psum" for a in i.reads))

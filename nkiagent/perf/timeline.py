@@ -5,7 +5,9 @@ instruction it depends on has finished: read-after-write, write-after-read and
 write-after-write on overlapping memory. On-chip memory is tracked by physical address
 (allocation base + offset), so a buffer the allocator reuses carries its dependences —
 the same reason real kernels double-buffer. Independent loop iterations therefore overlap
-exactly as far as engines, queues and buffers allow.
+exactly as far as engines, queues and buffers allow. Registers and the Vector Engine
+accumulators are pseudo-memories (``trace.PSEUDO_MEMORIES``) with address spaces of their own:
+whatever passes state through them is ordered by the same rules.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..emu.trace import Access, Instruction, Trace, collector_paused
+from ..emu.trace import PSEUDO_MEMORIES, Access, Instruction, Trace, collector_paused
 from .cost import Cost, instruction_cost
 from .specs import HardwareSpec
 
@@ -234,11 +236,12 @@ def _spill_dma(ins: Instruction, a: Access, load: bool) -> Instruction:
 
 
 def _physical(a: Access, allocs: dict[int, dict[str, Any]]) -> tuple[Any, tuple[int, int, int, int]]:
+    """The address space of an access and its box there: on chip by physical address, elsewhere by allocation."""
     r = a.region
     if a.memory in ("sbuf", "psum"):
         base = allocs.get(r.alloc, {}).get("address", 0)
         return a.memory, (r.p_lo, r.p_hi, base + r.b_lo, base + r.b_hi)
-    return ("hbm", r.alloc), (r.p_lo, r.p_hi, r.b_lo, r.b_hi)
+    return (a.memory if a.memory in PSEUDO_MEMORIES else "hbm", r.alloc), (r.p_lo, r.p_hi, r.b_lo, r.b_hi)
 
 
 def schedule(trace: Trace, spec: HardwareSpec) -> Timeline:

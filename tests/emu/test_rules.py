@@ -899,6 +899,22 @@ def test_dma_copy_hwdge_needs_equal_dtypes() -> None:
     )  # fmt: skip
 
 
+def test_dma_copy_gathers_only_with_software_descriptors() -> None:
+    """A gather or scatter makes a descriptor per index on GpSimd (swdge); the hardware DGE (hwdge,
+    the cheaper ~600 ns per DMA) only builds static patterns with a dynamic start."""
+
+    def k(x: Any) -> None:
+        idx = nl.ndarray((4, 1), nl.int32)
+        nisa.iota(dst=idx, pattern=[[0, 1]], offset=0, channel_multiplier=1)
+        t = nl.ndarray((4, 8), nl.float32)
+        nisa.dma_copy(dst=t, src=x.ap([[8, 4], [1, 8]], vector_offset=idx), dge_mode=nisa.dge_mode.hwdge)  # <- error
+
+    expect_error(
+        k, np.zeros((4, 8), np.float32), kind=emu.NkiValidationError, code="err_dma_hwdge_indirect",
+        message="dma_copy with dge_mode=hwdge cannot gather or scatter (src `x` is indexed per row); use dge_mode=swdge or leave it unknown",
+    )  # fmt: skip
+
+
 def test_dma_transpose_rank_and_shape() -> None:
     def rank(x: Any) -> None:
         t = nl.ndarray((8, 4, 1), nl.float32)

@@ -396,7 +396,8 @@ def index_hook(t: NkiTensor, index: tuple[Any, ...]) -> NkiTensor:
     if t._strides is None:
         raise NkiUnsupportedError("err_nested_indirect", f"cannot index the indirect view of `{name}` again")
     gathered: dict[int, np.ndarray] = {}
-    if any(isinstance(i, NkiTensor) for i in index):
+    tiles = tuple(("vector_offset", i) for i in index if isinstance(i, NkiTensor))
+    if tiles:
         index, gathered = _gather_index(t, index)
     grids = [i for i in index if isinstance(i, IndexGrid)]
     if any(g.rank == 1 for g in grids):
@@ -460,6 +461,7 @@ def index_hook(t: NkiTensor, index: tuple[Any, ...]) -> NkiTensor:
     deferred: list[tuple[Any, ...]] = [(k, n, c, coef + (0,) * len(rest_shape)) for k, n, c, coef in oob]
     deferred += [(k, t.shape[k], np.broadcast_to(v.reshape((1,) * (rank - v.ndim) + v.shape), tuple(shape)), None) for k, v in gathered.items()]
     view._lg = TileMeta(vars=tuple(vars_), oob=tuple(deferred))
+    view._ix = (*(t._ix or ()), *tiles) or None  # the DMA gathering through this view reads the index tile
     return view
 
 
@@ -631,5 +633,7 @@ def restrict(t: NkiTensor, box: Box | None, dims: Sequence[int | None] | None = 
         return t
     sel = tuple(slice(a, b) for a, b in ranges)
     if t._addr is not None:
-        return NkiTensor(t._a, tuple(b - a for a, b in ranges), None, t._offset, t._dtype, addr=t._addr[sel])
+        view = NkiTensor(t._a, tuple(b - a for a, b in ranges), None, t._offset, t._dtype, addr=t._addr[sel])
+        view._ix = t._ix
+        return view
     return t[sel]
