@@ -538,8 +538,9 @@ def test_tensor_copy_on_scalar_engine_refused_on_trn1() -> None:
         nisa.tensor_copy(dst=a, src=a, engine=nisa.engine.scalar)  # <- error
 
     expect_error(
-        k, target="trn1", kind=emu.NkiValidationError, code="err_tensor_copy_scalar_engine",
-        message="tensor_copy on the scalar engine is not supported on trn1 (gen2); use nisa.activation(op=nl.copy)",
+        k, target="trn1", kind=emu.NkiValidationError, code="err_unsupported_engine",
+        message="Expected 'tensor_copy' to run on engine 'vector|gpsimd' on trn1 (NeuronCore-v2), but got engine 'scalar' instead; "
+        "pass engine=nisa.engine.vector or engine=nisa.engine.gpsimd, or leave engine unset; on trn1 copy on ScalarE with nisa.activation(op=nl.copy)",
     )  # fmt: skip
 
 
