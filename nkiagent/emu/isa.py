@@ -718,11 +718,13 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: boo
             if len(checked) < CHECKED_GEOMETRIES_MAX:
                 checked[combo] = facts
         k, m, n, fp32 = facts
+    onezero = bool(is_stationary_onezero or is_moving_onezero) and _onezero_kept(ctx, (("stationary", st, is_stationary_onezero),
+                                                                                  ("moving", mv, is_moving_onezero)))
     acc_mode = None if accumulate is None else bool(accumulate)
     was_written = dst._a.written
     # (the attributes only go into a trace: an untraced run skips building them, 10⁴ times a second)
     record(ctx, opn, "tensor", (("stationary", st), ("moving", mv)), (("dst", dst),), **({} if ctx.trace is None else {
-           "K": k, "M": m, "N": n, "fp32": fp32, "onezero": bool(is_stationary_onezero or is_moving_onezero), "accumulate": acc_mode,
+           "K": k, "M": m, "N": n, "fp32": fp32, "onezero": onezero, "accumulate": acc_mode,
            "tile_size": tuple(tile_size) if tile_size else None}))
     if not ctx.compute:
         return
@@ -748,6 +750,31 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: boo
     group.views.append((st, mv))
     a.written = True
     a.pending = True
+
+
+def _onezero_kept(ctx: Any, flagged: tuple[tuple[str, NkiTensor, Any], ...]) -> bool:
+    """Whether ``nc_matmul``'s ``is_*_onezero`` promises hold: every element of each flagged operand is exactly 0.0 or 1.0.
+
+    The flag halves the fp32 matmul's price, so it is believed only where it was checked, on
+    this instruction's own data: a timing-only run has no data and gets no discount. A broken
+    promise is an error (hardware given a wrong hint computes a wrong product).
+    """
+    if not ctx.compute:
+        return False
+    for role, t, flag in flagged:
+        if not flag:
+            continue
+        vals = f32(t)
+        bad = (vals != 0.0) & (vals != 1.0)
+        if bad.any():
+            first = np.argwhere(bad)[0]
+            raise NkiValidationError(
+                "err_matmul_onezero",
+                f"nc_matmul is_{role}_onezero=True promises that {role}[{', '.join(map(str, t.shape))}] holds only 0.0 and 1.0, "
+                f"but {role}[{', '.join(map(str, first))}] is {float(vals[tuple(first)])!r}; pass is_{role}_onezero=False "
+                "(the flag is a hint for 0/1 matrices such as masks and identities)",
+            )
+    return True
 
 
 def _check_matmul(t: Any, st: NkiTensor, mv: NkiTensor, dst: NkiTensor, is_transpose: bool,
