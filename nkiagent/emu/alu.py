@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from .errors import NkiTypeError, NkiUnsupportedError
+from .errors import NkiTypeError, NkiUnsupportedError, NkiValidationError
 
-__all__ = ["AluOp", "ActFunc", "ALU", "ACT", "alu_op", "act_func", "suggest"]
+__all__ = ["AluOp", "ActFunc", "ALU", "ACT", "NOT_ON_HARDWARE", "alu_op", "act_func", "not_on_hardware", "suggest"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,10 +260,31 @@ def suggest(name: str, choices: Any) -> str:
     return f"; closest supported: {', '.join(close)}" if close else ""
 
 
+#: Operators NumPy (and the simulator) compute but the NKI ISA does not have — they are absent from
+#: its table of supported math operators (nki.api.shared.html, tbl-aluop), and the 0.3 release notes
+#: say ``nl.divide`` is not supported on hardware and ``nl.fmod``/``nl.mod`` fail there — with what to
+#: write instead. Kept in :data:`ALU` for the 0.1 front-end, which lowers ``nl.divide``/``nl.mod``/``nl.fmod``.
+NOT_ON_HARDWARE: dict[str, str] = {
+    "divide": "multiply by the reciprocal instead: nl.multiply(x, nl.reciprocal(y)), or nisa.reciprocal into a tile and op=nl.multiply",
+    "mod": "there is no remainder on the hardware: form x - y * nl.floor(x * (1 / y)) from a reciprocal, multiplies and a floor",
+    "fmod": "there is no remainder on the hardware: form x - y * nl.trunc(x * (1 / y)) from a reciprocal, multiplies and a trunc",
+}
+
+
+def not_on_hardware(name: str, what: str) -> NkiValidationError:
+    """The error for ``what`` using the simulation-only operator ``name`` (a key of :data:`NOT_ON_HARDWARE`)."""
+    return NkiValidationError(
+        "err_op_not_on_hardware",
+        f"{what}: the NKI ISA has no {name} operator, so this runs in simulation only and fails on Trainium; {NOT_ON_HARDWARE[name]}",
+    )
+
+
 def alu_op(op: Any, where: str) -> AluOp:
-    """The binary ALU op for ``op``, or an error naming ``where`` it was passed."""
+    """The binary ALU op for ``op`` as an ISA instruction ``where`` may use it, or an error naming ``where`` it was passed."""
     name = op_name(op)
     name = _REDUCE_ALIASES.get(name, name)
+    if name in NOT_ON_HARDWARE:
+        raise not_on_hardware(name, f"{where} op=nl.{name}")
     if name in ALU:
         return ALU[name]
     raise NkiUnsupportedError("err_unsupported_alu_op", f"{name!r} is not a binary ALU operation usable in {where}{suggest(name, ALU)}")

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import dtypes as dt
+from . import engines as _engines
 from .alu import act_func, alu_op
 from .errors import NkiOutOfBoundsError, NkiTypeError, NkiValidationError, warn
 from .memory import LazyCopy, current
@@ -35,7 +36,6 @@ from .ops import (
     check_partitions,
     check_same_shape_pp,
     close_psum_group,
-    engine_name,
     f32,
     not_emulated,
     record,
@@ -74,6 +74,9 @@ class dge_mode(enum.IntEnum):
     none = 3
 
 
+_HWDGE = int(dge_mode.hwdge)
+
+
 class oob_mode(enum.IntEnum):
     error = 0
     skip = 1
@@ -95,9 +98,7 @@ class dma_engine(enum.IntEnum):
     gpsimd_dma = 2
 
 
-import nkiagent.emu.ops as _ops  # noqa: E402
-
-_ops._UNKNOWN = engine.unknown
+_engines._UNKNOWN = engine.unknown
 
 # Legacy aliases (0.1 kernels write nisa.vector_engine etc.)
 tensor_engine = engine.tensor
@@ -170,20 +171,13 @@ def dma_copy(dst: Any, src: Any, priority: Any = None, oob_mode: Any = oob_mode.
             f"dst[{', '.join(map(str, dst.shape))}] has {dst.size}",
         )
     mode = int(getattr(dge_mode, "value", dge_mode))
-    if mode == 2 and src.dtype != dst.dtype:
-        raise NkiValidationError(
-            "err_dma_hwdge_dtype", f"dma_copy with dge_mode=hwdge requires src.dtype == dst.dtype, got {dt.dtype_name(src.dtype)} and {dt.dtype_name(dst.dtype)}"
-        )
-    if mode == 2:
-        for role, t in (("src", src), ("dst", dst)):
-            if t._addr is not None:  # hwdge builds static patterns (nki-dge.rst): a gather needs a descriptor per index, from GpSimd
-                raise NkiValidationError(
-                    "err_dma_hwdge_indirect",
-                    f"dma_copy with dge_mode=hwdge cannot gather or scatter ({role} `{t.name}` is indexed per row); use dge_mode=swdge or leave it unknown",
-                )
+    hwdge = mode == _HWDGE
+    trigger = _engines.dge_trigger(engine, hwdge)
+    if hwdge:
+        _check_hwdge(ctx, src, dst)
     _check_indirect(src, oob_mode)
     _check_indirect(dst, oob_mode)
-    record(ctx, op, "dma", (("src", src),), (("dst", dst),), **({} if ctx.trace is None else {"dge_mode": mode, "queue": engine_name(engine, "dma")}))
+    record(ctx, op, "dma", (("src", src),), (("dst", dst),), **({} if ctx.trace is None else {"dge_mode": mode, "dge_trigger": trigger}))
     if not ctx.compute or _deferred(dst, src):
         return
     vals = src._np()
@@ -194,6 +188,29 @@ def dma_copy(dst: Any, src: Any, priority: Any = None, oob_mode: Any = oob_mode.
     if src._valid is not None:  # oob_mode=skip: the skipped source elements leave dst untouched
         vals = np.where(src._valid, vals, dst._np().reshape(src.shape))
     write(ctx, dst, vals.reshape(dst.shape))
+
+
+def _check_hwdge(ctx: Any, src: NkiTensor, dst: NkiTensor) -> None:
+    """Hardware DGE's rules: NeuronCore-v3 or newer, no casting, no gather/scatter (the docs of ``dma_copy`` and ``nki-dge``).
+
+    Why here: hwdge is priced with its ~600 ns fixed cost instead of ~1.3 µs, so a copy the
+    hardware DGE cannot do must not get that price.
+    """
+    if ctx.target.nc_version < 3:
+        raise NkiValidationError(
+            "err_dma_hwdge_gen", f"dma_copy dge_mode=hwdge needs trn2 or later (hardware DGE is NeuronCore-v3+), not {ctx.target.name}; "
+            "use dge_mode=nisa.dge_mode.swdge or leave dge_mode unset"
+        )
+    if src.dtype != dst.dtype:
+        raise NkiValidationError(
+            "err_dma_hwdge_dtype", f"dma_copy with dge_mode=hwdge requires src.dtype == dst.dtype, got {dt.dtype_name(src.dtype)} and {dt.dtype_name(dst.dtype)}"
+        )
+    for role, t in (("src", src), ("dst", dst)):
+        if t._addr is not None:
+            raise NkiValidationError(
+                "err_dma_hwdge_indirect", f"dma_copy with dge_mode=hwdge cannot gather or scatter, but `{role}` is a vector-indirect view of "
+                f"`{t.name}`; hardware DGE has no indirect mode: use dge_mode=nisa.dge_mode.swdge or leave dge_mode unset"
+            )
 
 
 def _deferred(dst: NkiTensor, src: NkiTensor) -> bool:
@@ -246,9 +263,7 @@ def tensor_copy(dst: Any, src: Any, engine: Any = engine.unknown, name: Any = No
     """
     ctx = current()
     op = "tensor_copy"
-    eng = engine_name(engine, "vector")
-    if eng == "scalar" and ctx.target.nc_version == 2:
-        raise NkiValidationError("err_tensor_copy_scalar_engine", "tensor_copy on the scalar engine is not supported on trn1 (gen2); use nisa.activation(op=nl.copy)")
+    eng = _engines.select(op, engine, "vector")
     src = check_compute_operand(ctx, op, "src", src, eng)
     dst = check_compute_operand(ctx, op, "dst", dst, eng)
     check_same_shape_pp(op, [("dst", dst), ("src", src)])
@@ -278,7 +293,7 @@ def memset(dst: Any, value: Any, engine: Any = engine.unknown, name: Any = None)
     """Fill ``dst`` with ``value``; the value's type must match the dst dtype (int for int tensors)."""
     ctx = current()
     op = "memset"
-    eng = engine_name(engine, "vector")
+    eng = _engines.select(op, engine, "vector")
     dst = check_compute_operand(ctx, op, "dst", dst, eng)
     if dt.is_int(dst.dtype) and dst.dtype != dt.bool_ and isinstance(value, (float, np.floating)) and not float(value).is_integer():
         raise NkiTypeError("err_memset_value_type", f"memset value {value!r} does not match dst dtype {dt.dtype_name(dst.dtype)}; pass an int")
@@ -355,11 +370,12 @@ def affine_select(dst: Any, pattern: Any, channel_multiplier: Any, on_true_tile:
 _INT32S = frozenset({dt.int32, dt.uint32})  # (a set: one hash per tile instead of dtype comparisons)
 
 
-def _alu_engine(alu: Any, eng: Any, *tiles: NkiTensor) -> str:
+def _alu_engine(op: str, alu: Any, eng: Any, *tiles: NkiTensor) -> str:
+    """The engine of an ALU instruction: the one asked for, else GpSimd for power and 32-bit integer add/multiply, else VectorE."""
     default = "vector"
     if alu.name == "power" or not _INT32S.isdisjoint([t._dtype for t in tiles]):
         default = "gpsimd" if alu.kind == "arith" and alu.name in ("add", "multiply", "power") else "vector"
-    return engine_name(eng, default)
+    return _engines.select(op, eng, default)
 
 
 def _apply(alu: Any, a: np.ndarray, b: Any, reverse: bool = False) -> np.ndarray:
@@ -389,7 +405,7 @@ def tensor_tensor(dst: Any, data1: Any, data2: Any, op: Any, engine: Any = engin
     alu = alu_op(op, opn)
     d1 = require_tensor(opn, "data1", data1)
     d2 = require_tensor(opn, "data2", data2)
-    eng = _alu_engine(alu, engine, d1, d2)
+    eng = _alu_engine(opn, alu, engine, d1, d2)
     d1 = check_compute_operand(ctx, opn, "data1", d1, eng)
     d2 = check_compute_operand(ctx, opn, "data2", d2, eng)
     dst = check_compute_operand(ctx, opn, "dst", dst, eng)
@@ -456,7 +472,7 @@ def tensor_scalar(dst: Any, data: Any, op0: Any, operand0: Any, reverse0: bool =
     if a1 is not None and (a0.kind == "bitvec") != (a1.kind == "bitvec"):
         raise NkiTypeError("err_tensor_scalar_op_class", f"tensor_scalar op0 ({a0.name}) and op1 ({a1.name}) must both be arithmetic or both bitvec")
     data = require_tensor(opn, "data", data)
-    eng = _alu_engine(a0, engine, data)
+    eng = _alu_engine(opn, a0, engine, data)
     if eng == "scalar" and ctx.target.nc_version == 3 and (a0.name, a1.name if a1 else None) not in _SCALAR_TS_OK:
         raise NkiValidationError(
             "err_tensor_scalar_scalar_engine",
@@ -702,11 +718,13 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: boo
             if len(checked) < CHECKED_GEOMETRIES_MAX:
                 checked[combo] = facts
         k, m, n, fp32 = facts
+    onezero = bool(is_stationary_onezero or is_moving_onezero) and _onezero_kept(ctx, (("stationary", st, is_stationary_onezero),
+                                                                                  ("moving", mv, is_moving_onezero)))
     acc_mode = None if accumulate is None else bool(accumulate)
     was_written = dst._a.written
     # (the attributes only go into a trace: an untraced run skips building them, 10⁴ times a second)
     record(ctx, opn, "tensor", (("stationary", st), ("moving", mv)), (("dst", dst),), **({} if ctx.trace is None else {
-           "K": k, "M": m, "N": n, "fp32": fp32, "onezero": bool(is_stationary_onezero or is_moving_onezero), "accumulate": acc_mode,
+           "K": k, "M": m, "N": n, "fp32": fp32, "onezero": onezero, "accumulate": acc_mode,
            "tile_size": tuple(tile_size) if tile_size else None}))
     if not ctx.compute:
         return
@@ -732,6 +750,31 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: boo
     group.views.append((st, mv))
     a.written = True
     a.pending = True
+
+
+def _onezero_kept(ctx: Any, flagged: tuple[tuple[str, NkiTensor, Any], ...]) -> bool:
+    """Whether ``nc_matmul``'s ``is_*_onezero`` promises hold: every element of each flagged operand is exactly 0.0 or 1.0.
+
+    The flag halves the fp32 matmul's price, so it is believed only where it was checked, on
+    this instruction's own data: a timing-only run has no data and gets no discount. A broken
+    promise is an error (hardware given a wrong hint computes a wrong product).
+    """
+    if not ctx.compute:
+        return False
+    for role, t, flag in flagged:
+        if not flag:
+            continue
+        vals = f32(t)
+        bad = (vals != 0.0) & (vals != 1.0)
+        if bad.any():
+            first = np.argwhere(bad)[0]
+            raise NkiValidationError(
+                "err_matmul_onezero",
+                f"nc_matmul is_{role}_onezero=True promises that {role}[{', '.join(map(str, t.shape))}] holds only 0.0 and 1.0, "
+                f"but {role}[{', '.join(map(str, first))}] is {float(vals[tuple(first)])!r}; pass is_{role}_onezero=False "
+                "(the flag is a hint for 0/1 matrices such as masks and identities)",
+            )
+    return True
 
 
 def _check_matmul(t: Any, st: NkiTensor, mv: NkiTensor, dst: NkiTensor, is_transpose: bool,
@@ -788,7 +831,7 @@ def nc_transpose(dst: Any, data: Any, engine: Any = engine.unknown, name: Any = 
     opn = "nc_transpose"
     dst = require_tensor(opn, "dst", dst)
     data = require_tensor(opn, "data", data)
-    eng = engine_name(engine, "tensor" if dst._a.memory == "psum" and data._a.memory == "sbuf" else "vector")
+    eng = _engines.select(opn, engine, "tensor" if dst._a.memory == "psum" and data._a.memory == "sbuf" else "vector")
     data = check_compute_operand(ctx, opn, "data", data, eng)
     if eng == "tensor":
         if dst._a.memory != "psum":

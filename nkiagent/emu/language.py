@@ -17,6 +17,8 @@ import numpy as np
 from . import dtypes as dt
 from . import isa
 from .alu import ACT, ALU
+from .alu import NOT_ON_HARDWARE as _NOT_ON_HARDWARE
+from .alu import not_on_hardware as _not_on_hardware
 from .dtypes import (  # noqa: F401  (re-exported as nl.float32 etc.)
     bfloat16,
     bool_,
@@ -348,6 +350,8 @@ _SCALARS = (int, float, bool, np.integer, np.floating)
 
 def _binary(name: str, x: Any, y: Any, dtype: Any) -> Any:
     xt, yt = isinstance(x, NkiTensor), isinstance(y, NkiTensor)
+    if xt or yt:
+        _check_on_hardware(name, xt and yt)
     fn = globals()[name]
     if xt and yt:
         out_dtype = dt.as_dtype(dtype) if dtype is not None else dt.promote(x.dtype, y.dtype)
@@ -371,6 +375,23 @@ def _binary(name: str, x: Any, y: Any, dtype: Any) -> Any:
         isa.tensor_scalar(dst=out, data=t, op0=fn, operand0=s, reverse0=not xt)
         return out
     return ALU[name].fn(np.asarray(x), np.asarray(y)).item()
+
+
+def _check_on_hardware(name: str, two_tiles: bool) -> None:
+    """Refuse the ``nl`` element-wise ops the 0.3 release notes list as not working on hardware.
+
+    ``nl.divide``, ``nl.mod`` and ``nl.fmod`` (``/`` and ``%`` on tiles) have no ISA operator;
+    ``nl.power(tile, scalar)`` is "not supported". A kernel that only runs in simulation is not
+    a Trainium kernel, and must not be timed as one. The 0.1 front-end lowers the first three itself.
+    """
+    if name in _NOT_ON_HARDWARE:
+        raise _not_on_hardware(name, f"nl.{name}")
+    if name == "power" and not two_tiles and current().api != "0.1":
+        raise NkiValidationError(
+            "err_op_not_on_hardware",
+            "nl.power(tile, scalar): not supported on hardware (NKI 0.3 release notes); square with nl.square "
+            "(or nisa.activation(op=nl.square)), or raise to a tile of exponents with nl.power(tile, tile)",
+        )
 
 
 def _broadcast_binary(fn: Any, x: NkiTensor, y: NkiTensor, out_dtype: Any) -> NkiTensor:
@@ -428,14 +449,14 @@ def _make_unary(name: str, doc: str) -> Callable[..., Any]:
 add = _make_binary("add", "x + y element-wise.")
 subtract = _make_binary("subtract", "x - y element-wise.")
 multiply = _make_binary("multiply", "x * y element-wise.")
-divide = _make_binary("divide", "x / y element-wise (simulation only: not supported on hardware, use multiply by reciprocal).")
+divide = _make_binary("divide", "x / y element-wise: not on hardware (refused on tiles); write nl.multiply(x, nl.reciprocal(y)).")
 maximum = _make_binary("maximum", "Element-wise maximum.")
 minimum = _make_binary("minimum", "Element-wise minimum.")
 abs_max = _make_binary("abs_max", "max(|x|, |y|).")
 abs_min = _make_binary("abs_min", "min(|x|, |y|).")
-power = _make_binary("power", "x ** y (GpSimd).")
-fmod = _make_binary("fmod", "C fmod (simulation only on hardware).")
-mod = _make_binary("mod", "Python-style modulo (simulation only on hardware).")
+power = _make_binary("power", "x ** y for two tiles (GpSimd); nl.power(tile, scalar) is not supported on hardware.")
+fmod = _make_binary("fmod", "C fmod: simulation only, fails on hardware (refused on tiles).")
+mod = _make_binary("mod", "Python-style modulo: simulation only, fails on hardware (refused on tiles).")
 equal = _make_binary("equal", "1 where x == y else 0.")
 not_equal = _make_binary("not_equal", "1 where x != y else 0.")
 greater = _make_binary("greater", "1 where x > y else 0.")

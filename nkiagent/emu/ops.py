@@ -46,32 +46,12 @@ __all__ = [
     "read_vector_index",
     "scalar_or_column",
     "axis_tuple",
-    "engine_name",
 ]
 
 ON_CHIP = frozenset({"sbuf", "psum"})
 SBUF_ONLY = frozenset({"sbuf"})
 HBM = frozenset({"hbm", "shared_hbm", "private_hbm"})
 ANY = ON_CHIP | HBM
-
-_UNKNOWN: Any = None  # set by isa (the nisa.engine.unknown member) for a fast path
-
-_ENGINE_NAMES = {0: "unknown", 1: "tensor", 2: "scalar", 3: "gpsimd", 4: "dma", 5: "vector", 6: "sync"}
-
-
-def engine_name(engine: Any, default: str) -> str:
-    """Normalize an ``nisa.engine`` value; ``unknown`` resolves to the op's default engine."""
-    if engine is None or engine is _UNKNOWN:
-        return default
-    value = getattr(engine, "value", engine)
-    if isinstance(value, str):
-        name = value
-    else:
-        if isinstance(value, int) and not hasattr(engine, "value") and current().api != "0.1":
-            raise NkiTypeError("err_enum_int_literal", f"engine must be an nisa.engine member, not the integer {value}")
-        name = _ENGINE_NAMES.get(int(value), "unknown")
-    return default if name == "unknown" else name
-
 
 def _access(role: str, t: NkiTensor) -> Access:
     """The trace record of one operand in one role.

@@ -14,7 +14,7 @@ from ..emu.dtypes import as_dtype
 from ..emu.trace import Access, Instruction, is_data
 from .specs import HardwareSpec
 
-__all__ = ["Cost", "instruction_cost", "itemsize", "contiguous_run_bytes", "dma_efficiency"]
+__all__ = ["COMPUTE_ENGINES", "SYNC_OPS", "Cost", "UnpricedInstruction", "contiguous_run_bytes", "dma_efficiency", "instruction_cost", "itemsize"]
 
 _SIXTEEN_BIT = {"bfloat16", "float16"}
 
@@ -227,12 +227,31 @@ def _data_only(ins: Instruction) -> Instruction:
     return replace(ins, reads=tuple(filter(is_data, ins.reads)), writes=tuple(filter(is_data, ins.writes)))
 
 
+#: The engines with an instruction stream of compute work.
+COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd")
+#: Instructions the Sync engine's sequencer runs: register bookkeeping, no data-parallel compute.
+SYNC_OPS = frozenset({"register_alloc", "register_move", "register_load", "register_store"})
+
+
+class UnpricedInstruction(ValueError):
+    """An instruction on an engine the model has no lane for (or compute work on the Sync engine).
+
+    Raised instead of guessing: pricing it on a made-up lane would add parallelism the
+    hardware does not have, and whatever a reward is computed from will find that.
+    """
+
+
 def instruction_cost(ins: Instruction, spec: HardwareSpec) -> Cost:
     """Occupancy and latency of ``ins`` on ``spec`` (see module docstring)."""
     ins = _data_only(ins)
-    if ins.engine == "dma" or ins.op.startswith("dma_"):
+    if ins.engine == "dma":
         return _dma_cost(ins, spec)
-    engine = ins.engine if ins.engine in ("tensor", "vector", "scalar", "gpsimd") else "sync"
+    engine = ins.engine
+    if engine not in COMPUTE_ENGINES and not (engine == "sync" and ins.op in SYNC_OPS):
+        raise UnpricedInstruction(
+            f"{ins.location}: cannot price {ins.op} on engine {engine!r}: the model prices compute on "
+            f"{', '.join(COMPUTE_ENGINES)}, data movement on dma and only register operations on sync"
+        )
     cycles = _compute_cycles(ins, spec)
     if engine != "tensor":
         cycles = cycles * _strided_penalty(ins.reads + ins.writes) + spec.access_overhead_cycles

@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..emu.trace import PSEUDO_MEMORIES, Access, Instruction, Trace, collector_paused
-from .cost import Cost, instruction_cost
+from .cost import COMPUTE_ENGINES, Cost, instruction_cost
 from .specs import HardwareSpec
 
 __all__ = ["Event", "Timeline", "schedule"]
 
-COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
+#: One lane per instruction stream: the compute engines, and the Sync engine for register operations.
+LANES = COMPUTE_ENGINES + ("sync",)
 
 
 @dataclass(slots=True)
@@ -253,12 +254,12 @@ def schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
 def _schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
     allocs = {a["uid"]: a for a in trace.allocations}
     spaces: dict[Any, _Space] = {}
-    lanes = {e: _Lane() for e in COMPUTE_ENGINES}
+    lanes = {e: _Lane() for e in LANES}
     queues = [_Lane() for _ in range(spec.dma_queues)]
-    busy: dict[str, float] = {e: 0.0 for e in COMPUTE_ENGINES + ("dma",)}
+    busy: dict[str, float] = {e: 0.0 for e in LANES + ("dma",)}
     events: list[Event] = []
     costs: list[Cost] = []
-    dep_ns = {e: spec.dependency_overhead_cycles / spec.engine_ghz(e) for e in COMPUTE_ENGINES}
+    dep_ns = {e: spec.dependency_overhead_cycles / spec.engine_ghz(e) for e in LANES}
     latency = 0.0
 
     def space(key: Any) -> _Space:

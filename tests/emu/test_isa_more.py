@@ -258,7 +258,7 @@ def test_tensor_scalar_cumulative_load_reduce_needs_imm1() -> None:
 def test_tensor_scalar_cumulative_op1_must_be_a_reduction() -> None:
     def k(a):
         r = _tile(a.shape)
-        nisa.tensor_scalar_cumulative(dst=r, src=_sb(a), op0=nl.add, op1=nl.divide, imm0=0.0)
+        nisa.tensor_scalar_cumulative(dst=r, src=_sb(a), op0=nl.add, op1=nl.equal, imm0=0.0)
         return _out(r)
 
     _fails(k, (_rand(8, 8),), "err_reduce_op", "tensor_scalar_cumulative reduce_op must be nl.add or nl.subtract")

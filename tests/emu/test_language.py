@@ -186,14 +186,11 @@ _FLOAT_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "add": np.add,
     "subtract": np.subtract,
     "multiply": np.multiply,
-    "divide": np.divide,
     "maximum": np.maximum,
     "minimum": np.minimum,
     "abs_max": lambda a, b: np.maximum(np.abs(a), np.abs(b)),
     "abs_min": lambda a, b: np.minimum(np.abs(a), np.abs(b)),
     "power": np.power,
-    "fmod": np.fmod,
-    "mod": np.mod,
     "equal": lambda a, b: (a == b) * 1.0,
     "not_equal": lambda a, b: (a != b) * 1.0,
     "greater": lambda a, b: (a > b) * 1.0,
@@ -215,7 +212,7 @@ _INT_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 
 def _float_operands(seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
-    a = (rng.integers(1, 9, (16, 24)) * 0.5).astype(np.float32)  # positive: power and fmod stay real
+    a = (rng.integers(1, 9, (16, 24)) * 0.5).astype(np.float32)  # positive: power stays real
     b = (rng.integers(1, 5, (16, 24)) * 0.5).astype(np.float32)
     b[:, :4] = a[:, :4]  # ties for the comparisons
     a[:, 4:6] = 0.0  # zeros for the logical ops
@@ -235,7 +232,7 @@ def test_binary_tile_tile(name: str) -> None:
 
 
 @pytest.mark.parametrize("reverse", [False, True])
-@pytest.mark.parametrize("name", sorted(_FLOAT_BINARY))
+@pytest.mark.parametrize("name", sorted(set(_FLOAT_BINARY) - {"power"}))  # nl.power(tile, scalar) is refused: test_not_on_hardware
 def test_binary_tile_scalar_and_scalar_tile(name: str, reverse: bool) -> None:
     a, _ = _float_operands(4)
     s = 1.5
@@ -246,8 +243,7 @@ def test_binary_tile_scalar_and_scalar_tile(name: str, reverse: bool) -> None:
         return to_hbm(getattr(nl, name)(s, t) if reverse else getattr(nl, name)(t, s))
 
     scal = np.full_like(a, s)
-    with np.errstate(divide="ignore", invalid="ignore"):  # a holds zeros: 1.5 / 0 is inf, fmod(1.5, 0) is nan
-        expect = _FLOAT_BINARY[name](scal, a) if reverse else _FLOAT_BINARY[name](a, scal)
+    expect = _FLOAT_BINARY[name](scal, a) if reverse else _FLOAT_BINARY[name](a, scal)
     np.testing.assert_allclose(run(k, a, trace=trace), expect, rtol=1e-6)
     (ins,) = [i for i in trace if i.op == "tensor_scalar"]
     assert ins.attrs["alu"] == (name, None)

@@ -183,8 +183,8 @@ def test_operators_record_the_same_instructions_as_nl_functions() -> None:
 
     def with_operators(a: Any, b: Any, c: Any) -> Any:
         ta, tb, tc = nl.load(a), nl.load(b), nl.load(c)
-        results = [ta + tb, ta - tb, ta * tb, ta / tb, ta * 2.0, 2.0 - ta, 3.0 / ta, ta**2.0, -ta, abs(ta), ta > tb, ta <= 0.5,
-                   tc & 7, tc | tc, tc ^ 5, tc << 1, tc >> 2, ~tc, tc % 3]  # fmt: skip
+        results = [ta + tb, ta - tb, ta * tb, ta * 2.0, 2.0 - ta, ta**tb, -ta, abs(ta), ta > tb, ta <= 0.5,
+                   tc & 7, tc | tc, tc ^ 5, tc << 1, tc >> 2, ~tc]  # fmt: skip
         for r in results:
             out = nl.ndarray(r.shape, r.dtype, buffer=nl.shared_hbm)
             nl.store(out, r)
@@ -192,10 +192,10 @@ def test_operators_record_the_same_instructions_as_nl_functions() -> None:
 
     def with_functions(a: Any, b: Any, c: Any) -> Any:
         ta, tb, tc = nl.load(a), nl.load(b), nl.load(c)
-        results = [nl.add(ta, tb), nl.subtract(ta, tb), nl.multiply(ta, tb), nl.divide(ta, tb), nl.multiply(ta, 2.0),
-                   nl.subtract(2.0, ta), nl.divide(3.0, ta), nl.power(ta, 2.0), nl.negative(ta), nl.abs(ta), nl.greater(ta, tb),
+        results = [nl.add(ta, tb), nl.subtract(ta, tb), nl.multiply(ta, tb), nl.multiply(ta, 2.0),
+                   nl.subtract(2.0, ta), nl.power(ta, tb), nl.negative(ta), nl.abs(ta), nl.greater(ta, tb),
                    nl.less_equal(ta, 0.5), nl.bitwise_and(tc, 7), nl.bitwise_or(tc, tc), nl.bitwise_xor(tc, 5), nl.left_shift(tc, 1),
-                   nl.right_shift(tc, 2), nl.invert(tc), nl.mod(tc, 3)]  # fmt: skip
+                   nl.right_shift(tc, 2), nl.invert(tc)]  # fmt: skip
         for r in results:
             out = nl.ndarray(r.shape, r.dtype, buffer=nl.shared_hbm)
             nl.store(out, r)
@@ -204,7 +204,7 @@ def test_operators_record_the_same_instructions_as_nl_functions() -> None:
     t_ops, t_fns = emu.Trace(), emu.Trace()
     emu.run_kernel(nki.jit(with_operators), (x, y, xi), trace=t_ops)
     emu.run_kernel(nki.jit(with_functions), (x, y, xi), trace=t_fns)
-    assert len(t_ops) == 3 + 2 * 19
+    assert len(t_ops) == 3 + 2 * 16  # (/ and % are refused, like nl.divide and nl.mod: test_not_on_hardware)
     assert _signature(t_ops) == _signature(t_fns)
 
 

@@ -538,8 +538,9 @@ def test_tensor_copy_on_scalar_engine_refused_on_trn1() -> None:
         nisa.tensor_copy(dst=a, src=a, engine=nisa.engine.scalar)  # <- error
 
     expect_error(
-        k, target="trn1", kind=emu.NkiValidationError, code="err_tensor_copy_scalar_engine",
-        message="tensor_copy on the scalar engine is not supported on trn1 (gen2); use nisa.activation(op=nl.copy)",
+        k, target="trn1", kind=emu.NkiValidationError, code="err_unsupported_engine",
+        message="Expected 'tensor_copy' to run on engine 'vector|gpsimd' on trn1 (NeuronCore-v2), but got engine 'scalar' instead; "
+        "pass engine=nisa.engine.vector or engine=nisa.engine.gpsimd, or leave engine unset; on trn1 copy on ScalarE with nisa.activation(op=nl.copy)",
     )  # fmt: skip
 
 
@@ -896,22 +897,6 @@ def test_dma_copy_hwdge_needs_equal_dtypes() -> None:
     expect_error(
         k, np.zeros((4, 8), np.float32), kind=emu.NkiValidationError, code="err_dma_hwdge_dtype",
         message="dma_copy with dge_mode=hwdge requires src.dtype == dst.dtype, got float32 and bfloat16",
-    )  # fmt: skip
-
-
-def test_dma_copy_gathers_only_with_software_descriptors() -> None:
-    """A gather or scatter makes a descriptor per index on GpSimd (swdge); the hardware DGE (hwdge,
-    the cheaper ~600 ns per DMA) only builds static patterns with a dynamic start."""
-
-    def k(x: Any) -> None:
-        idx = nl.ndarray((4, 1), nl.int32)
-        nisa.iota(dst=idx, pattern=[[0, 1]], offset=0, channel_multiplier=1)
-        t = nl.ndarray((4, 8), nl.float32)
-        nisa.dma_copy(dst=t, src=x.ap([[8, 4], [1, 8]], vector_offset=idx), dge_mode=nisa.dge_mode.hwdge)  # <- error
-
-    expect_error(
-        k, np.zeros((4, 8), np.float32), kind=emu.NkiValidationError, code="err_dma_hwdge_indirect",
-        message="dma_copy with dge_mode=hwdge cannot gather or scatter (src `x` is indexed per row); use dge_mode=swdge or leave it unknown",
     )  # fmt: skip
 
 

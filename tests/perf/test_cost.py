@@ -199,3 +199,40 @@ def test_dma_cost_grows_with_small_chunks_and_counts_hbm_bytes() -> None:
     assert wide.hbm_read == 128 * 1024 * 4 and wide.queues == 16
     assert sum(c.busy_ns for c in narrow) > 1.5 * wide.busy_ns  # same bytes, far more time
     assert wide.latency_ns == pytest.approx(wide.busy_ns - spec.dma_issue_ns + spec.dma_fixed_ns)
+
+
+# --------------------------------------------------------------------------------------------
+# Engines the model has no lane for
+# --------------------------------------------------------------------------------------------
+def _bare(op: str, engine: str) -> emu.Instruction:
+    return emu.Instruction(0, op, engine, (), (), "kernel.py:7")
+
+
+@pytest.mark.parametrize(("op", "engine"), [("tensor_tensor", "sync"), ("tensor_copy", "sync"), ("tensor_tensor", "pe"), ("memset", ""),
+                                            ("register_move", "vectorx"), ("dma_copy", "sync")])  # fmt: skip
+def test_an_engine_without_a_lane_is_refused_not_priced(op: str, engine: str) -> None:
+    """Compute on the Sync engine (or on a made-up engine) would be a fifth lane the hardware lacks."""
+    from nkiagent.perf.cost import UnpricedInstruction
+
+    with pytest.raises(UnpricedInstruction) as info:
+        instruction_cost(_bare(op, engine), get_spec("trn2"))
+    assert str(info.value) == (
+        f"kernel.py:7: cannot price {op} on engine {engine!r}: the model prices compute on tensor, vector, scalar, gpsimd, "
+        "data movement on dma and only register operations on sync"
+    )
+
+
+@pytest.mark.parametrize("op", ["register_alloc", "register_move", "register_load", "register_store"])
+def test_register_operations_run_on_the_sync_engine(op: str) -> None:
+    c = instruction_cost(_bare(op, "sync"), get_spec("trn2"))
+    assert (c.engine, c.cycles) == ("sync", 64 + 60)
+
+
+def test_a_trace_with_an_unpriceable_instruction_cannot_be_scheduled() -> None:
+    from nkiagent.perf.cost import UnpricedInstruction
+    from nkiagent.perf.timeline import schedule
+
+    trace = emu.Trace()
+    trace.instructions.append(_bare("tensor_tensor", "sync"))
+    with pytest.raises(UnpricedInstruction):
+        schedule(trace, get_spec("trn2"))

@@ -1,9 +1,10 @@
-"""Search starting kernel for rmsnorm: row groups, where the square runs, divide or reciprocal, a fused weight multiply.
+"""Search starting kernel for rmsnorm: row groups, where the square runs, one rsqrt or sqrt + reciprocal, a fused weight multiply.
 
 ``ROWS_PER_PARTITION`` consecutive rows per partition per DMA (halved until 128-partition
 blocks tile ``n``); ``SQUARE_ON_SCALAR`` squares and sums each row in one ScalarE
 ``activation`` with a row reduction instead of two VectorE instructions; ``RECIPROCAL``
-computes 1/rms once per row (``rsqrt``) and multiplies instead of dividing every element;
+computes 1/rms in one ScalarE ``rsqrt`` instead of a ``sqrt`` and a VectorE ``reciprocal``
+(the hardware has no divide: both multiply the row by 1/rms);
 ``FUSE_WEIGHT`` applies the row scale and the weight in one ``scalar_tensor_tensor``.
 """
 
@@ -50,13 +51,17 @@ def kernel(x, weight):
             mean_sq = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
             nisa.tensor_scalar(dst=mean_sq, data=sum_sq, op0=nl.multiply, operand0=1.0 / d, op1=nl.add, operand1=EPS)
             scale = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.activation(dst=scale, op=nl.rsqrt if RECIPROCAL else nl.sqrt, data=mean_sq)
-            op = nl.multiply if RECIPROCAL else nl.divide
+            if RECIPROCAL:
+                nisa.activation(dst=scale, op=nl.rsqrt, data=mean_sq)
+            else:
+                rms = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+                nisa.activation(dst=rms, op=nl.sqrt, data=mean_sq)
+                nisa.reciprocal(dst=scale, data=rms)
             if FUSE_WEIGHT:
-                nisa.scalar_tensor_tensor(dst=yt[:, r, :], data=row, op0=op, operand0=scale, op1=nl.multiply, operand1=w)
+                nisa.scalar_tensor_tensor(dst=yt[:, r, :], data=row, op0=nl.multiply, operand0=scale, op1=nl.multiply, operand1=w)
             else:
                 normed = nl.ndarray((128, d), dtype=nl.float32, buffer=nl.sbuf)
-                nisa.tensor_scalar(dst=normed, data=row, op0=op, operand0=scale)
+                nisa.tensor_scalar(dst=normed, data=row, op0=nl.multiply, operand0=scale)
                 nisa.tensor_tensor(dst=yt[:, r, :], data1=normed, data2=w, op=nl.multiply)
         nisa.dma_copy(dst=out_v[rows, :, :], src=yt)
     return out

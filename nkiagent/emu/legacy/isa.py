@@ -20,6 +20,7 @@ from .. import dtypes as _dt
 from .. import isa as _isa
 from .. import language as _nl
 from .. import ops as _ops
+from ..engines import select as _select
 from ..errors import NkiUnsupportedError as _Unsupported
 from ..errors import NkiValidationError as _Invalid
 from ..isa import (  # noqa: F401  (re-exported: the enums and queries are the same in 0.1)
@@ -453,12 +454,9 @@ def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any 
     """Transpose a 2-D tile: TensorE into PSUM, or VectorE (≤ 32×32) into SBUF."""
     x = _tile("nc_transpose", "data", data)
     p, f = x.shape[0], x.size // x.shape[0]
-    eng = _ops.engine_name(engine, "unknown")
-    if eng == "unknown":
-        eng = "vector" if x._a.memory == "psum" or (p <= 32 and f <= 32) else "tensor"
+    eng = _select("nc_transpose", engine, "vector" if x._a.memory == "psum" or (p <= 32 and f <= 32) else "tensor")
     out_shape = (f, p) if x.ndim == 2 else (f, p) + (1,) * (x.ndim - 2)
-    return _run(x.shape, _dtype(dtype, x.dtype), mask, [x], lambda dst, a: _isa.nc_transpose(
-        dst=dst, data=a(x), engine=_isa.engine.tensor if eng == "tensor" else _isa.engine.vector),
+    return _run(x.shape, _dtype(dtype, x.dtype), mask, [x], lambda dst, a: _isa.nc_transpose(dst=dst, data=a(x), engine=_isa.engine[eng]),
         buffer=_psum if eng == "tensor" else _sbuf, out_shape=out_shape, out_dims=(1, 0) + (None,) * (x.ndim - 2))
 
 

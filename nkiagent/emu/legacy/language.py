@@ -309,14 +309,60 @@ def _broadcast_free(t: _Tensor, other: Sequence[int]) -> _Tensor:
     return t
 
 
+def _divide(x: Any, y: Any, dtype: Any = None) -> _Tensor:
+    """``nl.divide`` as Trainium computes it, having no divide operator: ``x · reciprocal(y)``.
+
+    A tile divisor costs VectorE's ``reciprocal`` and then the multiply, what a 0.3 kernel must
+    write by hand; a number divisor folds to a multiply by ``1 / y``, as a compiler does.
+    """
+    if isinstance(y, _Tensor):
+        return _nl.multiply(x, _nl.reciprocal(y, dtype=float32), dtype=dtype)
+    return _nl.multiply(x, 1.0 / y, dtype=dtype)
+
+
+def _remainder(rounding: str) -> Callable[..., _Tensor]:
+    """``nl.mod`` (``rounding="floor"``) or ``nl.fmod`` (``"trunc"``) as ``x - y · rounding(x / y)`` from hardware instructions.
+
+    The ISA has no remainder operator and AWS documents no lowering for one, so this is the
+    sequence a kernel would write: :func:`_divide`, the rounding on ScalarE, a multiply and a subtract.
+    """
+
+    def lowered(x: Any, y: Any, dtype: Any = None) -> _Tensor:
+        q = getattr(_nl, rounding)(_divide(x, y, float32), dtype=float32)
+        return _nl.subtract(x, _nl.multiply(q, y, dtype=float32), dtype=dtype)
+
+    lowered.__doc__ = f"``x - y · {rounding}(x / y)``: reciprocal, multiplies, {rounding} and a subtract."
+    return lowered
+
+
+def _tagged(what: str, impl: Callable[..., _Tensor]) -> Callable[..., _Tensor]:
+    """``impl``, marking every instruction it issues with ``lowered_from=what`` in the trace (a profile shows where they came from)."""
+
+    def run(x: Any, y: Any, dtype: Any = None) -> _Tensor:
+        trace = _current().trace
+        start = len(trace.instructions) if trace is not None else 0
+        out = impl(x, y, dtype=dtype)
+        for ins in trace.instructions[start:] if trace is not None else ():
+            ins.attrs["lowered_from"] = what
+        return out
+
+    return run
+
+
+#: 0.1 operators the hardware has no instruction for, and the instructions they are lowered to
+#: (0.1 kernels use them: the 0.3 ``nl`` refuses them, as AWS's 0.3 front-end does).
+_LOWERED = {"divide": _divide, "mod": _remainder("floor"), "fmod": _remainder("trunc")}
+
+
 def _make_binary(name: str) -> Callable[..., Any]:
-    impl = getattr(_nl, name)
+    host = getattr(_nl, name)  # numbers only: evaluated at trace time
+    impl = _tagged(f"nl.{name}", _LOWERED[name]) if name in _LOWERED else host
 
     def fn(x: Any, y: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Any:
         x, y = _compute_arg(name, "x", x, True), _compute_arg(name, "y", y, True)
         tiles = [t for t in (x, y) if isinstance(t, _Tensor)]
         if not tiles:
-            return impl(x, y)
+            return host(x, y)
         if len(tiles) == 2 and x.shape != y.shape and (1, 1) in (tuple(x.shape), tuple(y.shape)):  # a [1, 1] scalar tile
             x, y = (broadcast_to(x, shape=(y.shape[0], 1)), y) if x.size == 1 else (x, broadcast_to(y, shape=(x.shape[0], 1)))
         elif len(tiles) == 2 and x.shape != y.shape and x.ndim == y.ndim and x.shape[0] == y.shape[0] and _builtins.min(x.size, y.size) > x.shape[0]:
@@ -330,7 +376,7 @@ def _make_binary(name: str) -> Callable[..., Any]:
         return _lower(big.shape, d, mask, tiles, lambda a: impl(a(x), a(y), dtype=d))
 
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = impl.__doc__
+    fn.__doc__ = f"{name} element-wise, lowered to hardware instructions: {_LOWERED[name].__doc__}" if name in _LOWERED else host.__doc__
     fn._nki_op = name  # type: ignore[attr-defined]
     return fn
 

@@ -1,7 +1,8 @@
 """Baseline for rmsnorm: one 128-row tile at a time, every step its own instruction, fp32.
 
-square → row sum → mean + eps → sqrt → divide the rows by it → multiply by the weight,
-which is broadcast to all partitions once by a stride-0 DMA.
+square → row sum → mean + eps → sqrt → its reciprocal → multiply the rows by it → multiply by
+the weight, which is broadcast to all partitions once by a stride-0 DMA. (The hardware has no
+divide: dividing by the row's rms is a reciprocal and a multiply.)
 """
 
 import nki
@@ -29,8 +30,10 @@ def kernel(x, weight):
         nisa.tensor_scalar(dst=mean_sq, data=sum_sq, op0=nl.multiply, operand0=1.0 / d, op1=nl.add, operand1=EPS)
         rms = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.activation(dst=rms, op=nl.sqrt, data=mean_sq)
+        inv_rms = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.reciprocal(dst=inv_rms, data=rms)
         normed = nl.ndarray((128, d), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=normed, data=xt, op0=nl.divide, operand0=rms)
+        nisa.tensor_scalar(dst=normed, data=xt, op0=nl.multiply, operand0=inv_rms)
         yt = nl.ndarray((128, d), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_tensor(dst=yt, data1=normed, data2=w, op=nl.multiply)
         nisa.dma_copy(dst=out[rows, :], src=yt)
