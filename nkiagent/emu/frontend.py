@@ -51,6 +51,9 @@ class RunResult:
     #: A timing-only run that read tensor values (it read zeros) says where: its trace, and so any
     #: latency from it, may not be the kernel's. Empty for runs with data.
     unfaithful: list[str] = field(default_factory=list)
+    #: An instruction wrote into the storage of an input argument (read-only inputs are copied in, so
+    #: the caller's arrays stay as they were; this says the kernel tried).
+    inputs_written: bool = False
 
 
 class Kernel:
@@ -262,13 +265,14 @@ def _unwrap(value: Any, to_torch: bool, compute: bool, where: str, handed: set[i
 _HEAP_TUNED = False
 
 
-def _keep_freed_blocks() -> None:
+def keep_freed_blocks() -> None:
     """Ask glibc to recycle freed blocks of up to 32 MiB instead of unmapping them (once per process).
 
     Emulation allocates and frees tile-sized arrays (MiBs each) thousands of times. By default
     glibc serves each from a fresh ``mmap``, and touching it costs a page fault per 4 KiB —
     more than the arithmetic on it. Kernels run in worker processes, so this tuning stays out
-    of the agent's own process; elsewhere (macOS, musl) it is a no-op.
+    of the agent's own process; elsewhere (macOS, musl) it is a no-op. The evaluation worker
+    calls it before its runtime guard goes in (the guard refuses ctypes).
     """
     global _HEAP_TUNED
     if _HEAP_TUNED:
@@ -307,7 +311,7 @@ def run_kernel(
     """
     if memory._CURRENT is not None:
         raise NkiRuntimeError("err_nested_launch", "a kernel launch from inside a running kernel is not supported", "<launch>:0")
-    _keep_freed_blocks()
+    keep_freed_blocks()
     k = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
     api = k.api or api
     tgt = get_target(target if target is not None else k.options.get("platform_target"))  # 0.1's nki.jit(platform_target=)
@@ -362,7 +366,7 @@ def run_kernel(
         trace.unfaithful.extend(ctx.data_reads)
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return RunResult(outputs, trace, ctx.seq, ctx.sbuf_peak, tgt.name, msgs, list(ctx.data_reads))
+    return RunResult(outputs, trace, ctx.seq, ctx.sbuf_peak, tgt.name, msgs, list(ctx.data_reads), ctx.input_writes > 0)
 
 
 def _param_name(fn: Callable[..., Any], i: int) -> str:

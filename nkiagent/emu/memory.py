@@ -446,6 +446,8 @@ class KernelContext:
         #: Where a timing-only run (no data) read a value from a tensor into control flow or an address
         #: (a register load, a dynamic offset): it read 0, so its trace may not be the kernel's.
         self.data_reads: list[str] = []
+        #: instructions that wrote into an input argument's storage
+        self.input_writes = 0
         self.next_loop = 1
         self.shared: list[Alloc] = []  # shared_hbm allocations, in creation order, for SPMD sharing
         self.shared_cursor = 0

@@ -163,6 +163,8 @@ def record(
     for role, t in writes:
         a = t._a
         a.written = True
+        if a.is_input:
+            ctx.input_writes += 1
         rec = a.rec
         if rec is not None:
             if rec.program != pid:

@@ -277,10 +277,18 @@ class TraceStreamWriter:
         self._kernel = kernel_path
         self._accs: dict[Access, int] = {}
         self._locs: dict[str, int] = {}
+        self._dumps = json.JSONEncoder(separators=(",", ":")).encode
+        self._names: dict[str, str] = {}
         self.sent = 0  #: instruction records sent for the current run, net of resets
 
     def _emit(self, obj: list[Any]) -> None:
-        self._write(json.dumps(obj, separators=(",", ":")).encode() + b"\n")
+        self._write(self._dumps(obj).encode() + b"\n")
+
+    def _name(self, text: str) -> str:
+        quoted = self._names.get(text)
+        if quoted is None:
+            quoted = self._names[text] = self._dumps(text)
+        return quoted
 
     def _acc(self, a: Access) -> int:
         n = self._accs.get(a)
@@ -310,8 +318,16 @@ class TraceStreamWriter:
             return
         if kind == "I":
             self.sent += 1
-        self._emit([kind, ins.seq, ins.op, ins.engine, [self._acc(a) for a in ins.reads], [self._acc(a) for a in ins.writes],
-                    self._loc(ins.location), list(ins.program_id), [list(l) for l in ins.loops], _attrs_json(ins.attrs)])
+        acc, dumps, name = self._acc, self._dumps, self._name
+        # the line is assembled by hand (json.dumps of the whole record costs more than the run's arithmetic
+        # for small instructions); names and attribute values still go through json, which escapes them
+        reads = ",".join([str(acc(a)) for a in ins.reads])
+        writes = ",".join([str(acc(a)) for a in ins.writes])
+        loops = ",".join([f"[{u},{name(k)},{n}]" for u, k, n in ins.loops])
+        attrs = dumps(_attrs_json(ins.attrs)) if ins.attrs else "{}"
+        line = (f'["{kind}",{ins.seq},{name(ins.op)},{name(ins.engine)},[{reads}],[{writes}],{self._loc(ins.location)},'
+                f'[{",".join(map(str, ins.program_id))}],[{loops}],{attrs}]\n')
+        self._write(line.encode())
 
     def end(self, run_id: int, trace: Trace) -> None:
         """Close a run with what is only final once it has ended: target, allocation records, warnings."""

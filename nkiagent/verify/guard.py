@@ -52,26 +52,39 @@ _FORBIDDEN_EVENT_PREFIXES = (
     "os.chmod", "os.chown", "os.symlink", "os.link", "os.truncate", "os.mkdir", "os.utime", "os.chdir", "shutil.", "urllib.",
     "http.", "ftplib.", "smtplib.", "webbrowser.", "sys.setprofile", "sys.settrace", "sys.addaudithook", "gc.get_referrers",
     "gc.get_referents", "gc.get_objects", "sys._current_frames", "sys._current_exceptions", "sys.monitoring", "cpython.",
-    "signal.", "fcntl.", "resource.setrlimit", "mmap.", "winreg.", "pty.", "syslog.",
+    "signal.", "fcntl.", "resource.setrlimit", "winreg.", "pty.", "syslog.",
 )  # fmt: skip
 #: Modules no code in the worker may load once kernels run.
 FORBIDDEN_IMPORTS = frozenset(
     {"socket", "subprocess", "ctypes", "_ctypes", "multiprocessing", "_posixsubprocess", "pty", "fcntl", "mmap", "signal",
      "pickle", "_pickle", "marshal", "gc", "inspect", "importlib.util", "code", "codeop", "pdb", "bdb", "runpy", "threading"}
 )  # fmt: skip
-#: Events that hand out frames or code: refused when the kernel asks.
-_FRAME_EVENTS = frozenset({"sys._getframe", "sys._getframemodulename", "object.__getattr__", "code.__new__", "function.__new__",
-                           "object.__setattr__", "object.__delattr__", "os.listdir", "os.scandir", "glob.glob", "glob.glob/2",
-                           "builtins.input", "sys.excepthook", "os.walk", "os.fwalk"})
+#: Events that hand out frames, code, directory listings or raw memory: refused when the kernel asks
+#: (the harness needs some of them: the emulator finds kernel lines through frames, the worker maps
+#: its input files read-only).
+_KERNEL_REFUSED = frozenset({"sys._getframe", "sys._getframemodulename", "object.__getattr__", "code.__new__", "function.__new__",
+                             "object.__setattr__", "object.__delattr__", "os.listdir", "os.scandir", "glob.glob", "glob.glob/2",
+                             "builtins.input", "sys.excepthook", "os.walk", "os.fwalk", "mmap.__new__"})
 #: Attribute reads that raise ``object.__getattr__`` but hand out nothing dangerous once running code
 #: objects is refused (the emulator reads ``f_code`` of every frame it walks to find a kernel's line).
 _HARMLESS_READS = frozenset({"f_code", "__code__", "gi_code", "cr_code", "ag_code"})
+#: Events that carry nothing to refuse.
+_QUIET = frozenset({"builtins.id", "marshal.loads", "marshal.dumps", "array.__new__", "time.sleep"})
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 _IMPORT_MACHINERY = ("<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>")
 
 
 class SandboxViolation(PermissionError):
     """What kernel code tried and may not do. The message starts with ``sandbox:``, which the worker reports as an integrity failure."""
+
+
+def _compile_only() -> frozenset[tuple[str, str]]:
+    """Standard-library code that compiles a string it never runs: ``typing.ForwardRef`` checks a postponed
+    annotation's syntax (a NamedTuple under ``from __future__ import annotations``). Running that code
+    later would be an ``exec`` event, which stays refused."""
+    import typing
+
+    return frozenset({(os.path.realpath(typing.__file__), "__init__")})
 
 
 def _trusted_machinery() -> frozenset[tuple[str, str]]:
@@ -104,6 +117,7 @@ class Guard:
         self._files = frozenset(os.path.realpath(p) for p in readable_files)
         self._package = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
         self._trusted = _trusted_machinery()
+        self._compile_only = _compile_only()
         self._allowed_imports = allowed_imports
         self._busy = False
         self._import = builtins.__import__
@@ -139,7 +153,8 @@ class Guard:
     # -------------------------------------------------------------------------------- the hook
 
     def hook(self, event: str, args: tuple[Any, ...]) -> None:
-        if self._busy:
+        # the emulator raises a dozen of these per instruction (id(), f_code): decide them first and cheaply
+        if event in _QUIET or (event == "object.__getattr__" and args[1] in _HARMLESS_READS) or self._busy:
             return
         self._busy = True
         try:
@@ -165,9 +180,7 @@ class Guard:
                 if reason:
                     self._refuse(f"importing {root!r} ({reason})")
             return
-        if event == "object.__getattr__" and args[1] in _HARMLESS_READS:
-            return
-        if event in _FRAME_EVENTS and self._initiator(sys._getframe(2)) == "kernel":
+        if event in _KERNEL_REFUSED and self._initiator(sys._getframe(2)) == "kernel":
             detail = f"{event} {args[1]!r}" if event in ("object.__getattr__", "object.__setattr__", "object.__delattr__") else event
             self._refuse(detail)
 
@@ -178,6 +191,8 @@ class Guard:
         caller = sys._getframe(3)
         code = caller.f_code
         if (code.co_filename, code.co_name) in self._trusted:
+            return
+        if event == "compile" and (code.co_filename, code.co_name) in self._compile_only:
             return
         if event == "exec" and code.co_filename in _IMPORT_MACHINERY:
             return  # a module body being imported: the import itself passed the "import" check

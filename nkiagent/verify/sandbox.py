@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,8 +118,13 @@ def _tail(path: Path, n: int = 2000) -> str:
 
 def run_worker(kernel_path: str | Path, task_path: str | Path | None, runs: list[dict[str, Any]], *, target: str, api: str = "0.3",
                kernel_name: str | None = None, limits: Limits = Limits(), keep_scratch: bool = False,
-               backend: str = "emulator", package_paths: list[str] | None = None) -> WorkerOutcome:
+               backend: str = "emulator", package_paths: list[str] | None = None,
+               on_run: Callable[[Path, int], None] | None = None) -> WorkerOutcome:
     """Run ``runs`` of the kernel in a fresh sandboxed worker and collect its answer.
+
+    ``on_run(scratch, run_id)`` is called as each traced run ends on the stream, with its outputs
+    already in ``scratch`` (the worker writes them first): the caller may start comparing them
+    while the worker goes on.
 
     ``backend="neuron-sim"`` runs the kernel on AWS's simulator instead of the emulator, importing
     AWS's packages from ``package_paths`` (where :func:`nkiagent.backends.detect` found them).
@@ -164,7 +170,8 @@ def run_worker(kernel_path: str | Path, task_path: str | Path | None, runs: list
         proc.stdin.close()
     except BrokenPipeError:
         pass
-    chunks, status, detail, reader, stream_error = _collect(proc, read_fd, stream_read, t0 + limits.wall_s, limits, str(kernel_path))
+    done = (lambda run_id: on_run(scratch, run_id)) if on_run is not None else None
+    chunks, status, detail, reader, stream_error = _collect(proc, read_fd, stream_read, t0 + limits.wall_s, limits, str(kernel_path), done)
     if status == "ok":
         try:
             proc.wait(timeout=5)  # the answer is in; give the worker a moment to exit on its own
@@ -205,7 +212,7 @@ def run_worker(kernel_path: str | Path, task_path: str | Path | None, runs: list
 
 
 def _collect(proc: subprocess.Popen[bytes], read_fd: int, stream_fd: int, deadline: float, limits: Limits,
-             kernel_path: str) -> tuple[list[bytes], str, str, TraceStreamReader, str]:
+             kernel_path: str, done: Callable[[int], None] | None) -> tuple[list[bytes], str, str, TraceStreamReader, str]:
     """Read the answer pipe and the trace stream together until the worker closes both or time runs out.
 
     Both pipes are drained as data arrives: a worker blocked on a full stream pipe would never
@@ -228,9 +235,14 @@ def _collect(proc: subprocess.Popen[bytes], read_fd: int, stream_fd: int, deadli
         try:
             if state["streamed"] > limits.stream_bytes:
                 raise TraceStreamError(f"the trace stream passed {limits.stream_bytes // 2**20} MiB")
+            before = len(reader.traces)
             reader.feed(data)
         except TraceStreamError as exc:
             state["error"] = str(exc)
+            return
+        if done is not None and len(reader.traces) > before:
+            for run_id in list(reader.traces)[before:]:
+                done(run_id)
 
     open_fds = [read_fd, stream_fd]
     while open_fds:

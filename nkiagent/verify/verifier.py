@@ -29,7 +29,7 @@ import re
 import shutil
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -185,6 +185,7 @@ class _Batch:
     """The merged outcome of the worker processes one verification ran its cases in."""
 
     outcomes: list[WorkerOutcome]
+    digests: dict[int, str] = field(default_factory=dict)
 
     @property
     def failed(self) -> WorkerOutcome | None:
@@ -201,6 +202,13 @@ class _Batch:
     def trace(self, run_id: int) -> Trace | None:
         return next((o.traces[run_id] for o in self.outcomes if run_id in o.traces), None)
 
+    def digest(self, run_id: int) -> str:
+        """The run's :meth:`Trace.digest`, computed once."""
+        if run_id not in self.digests:
+            trace = self.trace(run_id)
+            self.digests[run_id] = trace.digest() if trace is not None else ""
+        return self.digests[run_id]
+
     def cleanup(self) -> None:
         for o in self.outcomes:
             if o.scratch:
@@ -211,19 +219,58 @@ def _parallel(opts: VerifyOptions) -> int:
     return max(1, opts.parallel if opts.parallel is not None else (os.cpu_count() or 1))
 
 
-def _run_cases(path: Path, runs: list[dict[str, Any]], target: str, api: str, opts: VerifyOptions, real: dict[str, Any]) -> _Batch:
+def _run_cases(path: Path, runs: list[dict[str, Any]], target: str, api: str, opts: VerifyOptions, real: dict[str, Any],
+               on_run: Any = None) -> _Batch:
     """Run the cases in ``parallel`` worker processes, interleaved so each gets a share of every shape.
 
     The determinism re-run of case 0 is the last run; interleaving puts it in another process
     than case 0 whenever there are two, so "same input, same output" holds across processes.
+    ``on_run(scratch, run_id)`` hears of each run as it ends (see :func:`run_worker`).
     """
     n = min(_parallel(opts), max(1, len(runs) // 4))  # a worker's start-up is worth a few runs at least
     chunks = [runs[k::n] for k in range(n)]
     if n == 1:
-        return _Batch([run_worker(path, None, chunks[0], target=target, api=api, limits=opts.limits, **real)])
+        return _Batch([run_worker(path, None, chunks[0], target=target, api=api, limits=opts.limits, on_run=on_run, **real)])
     with ThreadPoolExecutor(max_workers=n, thread_name_prefix="nkiagent-cases") as pool:
-        futures = [pool.submit(run_worker, path, None, c, target=target, api=api, limits=opts.limits, **real) for c in chunks]
+        futures = [pool.submit(run_worker, path, None, c, target=target, api=api, limits=opts.limits, on_run=on_run, **real)
+                   for c in chunks]
         return _Batch([f.result() for f in futures])
+
+
+def _output_dtype_ok(task: Task, got: np.ndarray) -> bool:
+    return str(got.dtype) == "bfloat16" if task.output.dtype == "bfloat16" else got.dtype == np.dtype(task.output.dtype)
+
+
+class _EarlyChecks:
+    """Comparisons started as runs end, while the workers go on with the others (one thread: NumPy keeps the core busy)."""
+
+    def __init__(self, task: Task, all_cases: list[Case], cache: str) -> None:
+        self.task, self.all_cases, self.cache = task, all_cases, cache
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nkiagent-compare")
+        self.futures: dict[int, Future[tuple[np.ndarray, Any] | None]] = {}
+
+    def submit(self, scratch: Path, run_id: int) -> None:
+        if run_id < len(self.all_cases):
+            self.futures[run_id] = self.pool.submit(self._check, scratch / f"out_{run_id}_0.npy", run_id)
+
+    def _check(self, out: Path, idx: int) -> tuple[np.ndarray, Any] | None:
+        """(output, comparison) when the output has the task's shape and dtype; ``None`` leaves the judging to later."""
+        if not out.is_file():
+            return None
+        got = np.load(out, allow_pickle=False)
+        shape = self.task.output_shape(self.all_cases[idx].dims_dict)
+        if self.task.reshape_output and got.size == int(np.prod(shape)):
+            got = got.reshape(shape)
+        if tuple(got.shape) != shape or not _output_dtype_ok(self.task, got):
+            return None
+        return got, compare(got, InputCache.reference(self.cache, idx), self.task.tolerance)
+
+    def result(self, idx: int) -> tuple[np.ndarray, Any] | None:
+        future = self.futures.get(idx)
+        return future.result() if future is not None else None
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _fail_from_worker(res: EvalResult, out: WorkerOutcome) -> EvalResult:
@@ -272,7 +319,8 @@ def verify(kernel_path: str | Path, task: Task, target: str = "trn2", options: V
     baseline = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nkiagent-baseline") if opts.with_baseline and be is None else None
     base_future = baseline.submit(baseline_latency, task, target, opts.limits) if baseline is not None else None
     real = {} if be is None else {"backend": "neuron-sim", "package_paths": be.toolchain.package_paths()}
-    batch = _run_cases(path, runs, target, _detect_api(source), opts, real)
+    early = _EarlyChecks(task, all_cases, cache)
+    batch = _run_cases(path, runs, target, _detect_api(source), opts, real, on_run=early.submit if be is None else None)
     try:
         failed = batch.failed
         if failed is not None:
@@ -285,12 +333,14 @@ def verify(kernel_path: str | Path, task: Task, target: str = "trn2", options: V
             res.add("compile", False, res.reasons[-1])
             return res
         res.compiled = True
-        _judge_runs(res, task, batch.runs(), all_cases, cache, scratch_kernels, str(path))
+        # integrity first: a kernel that chose its instructions from the data, or tampered with its
+        # trace, learns nothing from how wrong its outputs were (failure text is an oracle otherwise)
+        if be is None and not _judge_integrity(res, task, batch, runs, all_cases):
+            return res
+        _judge_runs(res, task, batch.runs(), all_cases, cache, scratch_kernels, str(path), early)
         if res.verdict == "rejected" or res.reasons:
             return res
         res.correct = True
-        if be is None and not _judge_integrity(res, task, batch, runs, all_cases):
-            return res
         if be is not None and _neuron_timing(res, be, path, source, task, target, runs, cache, all_cases, opts):
             return res
         visible = _distinct_visible(batch, all_cases) if be is None else {}
@@ -321,6 +371,7 @@ def verify(kernel_path: str | Path, task: Task, target: str = "trn2", options: V
     finally:
         if baseline is not None:
             baseline.shutdown(wait=False, cancel_futures=False)
+        early.close()
         batch.cleanup()
         res.wall_s = round(time.perf_counter() - t0, 3)
 
@@ -349,10 +400,13 @@ def _judge_integrity(res: EvalResult, task: Task, batch: _Batch, runs: list[dict
     if task.data_dependent:
         return True
     seen: dict[tuple[tuple[str, int], ...], tuple[str, int]] = {}
+    failed = {r["id"] for r in batch.runs() if "error" in r}
     for run in runs:
         idx = run["id"]
+        if idx in failed:
+            continue  # a run that raised streamed only part of its instructions; its error is reported below
         case = all_cases[idx] if idx < len(all_cases) else all_cases[0]
-        digest = batch.trace(idx).digest()  # type: ignore[union-attr]
+        digest = batch.digest(idx)
         first = seen.setdefault(case.dims, (digest, idx))
         if first[0] != digest:
             other = all_cases[first[1]]
@@ -376,7 +430,7 @@ def _distinct_visible(batch: _Batch, all_cases: list[Case]) -> dict[str, Trace]:
         trace = batch.trace(idx)
         if case.hidden or trace is None:
             continue
-        out.setdefault(trace.digest(), trace)
+        out.setdefault(batch.digest(idx), trace)
     return out
 
 
@@ -505,10 +559,10 @@ def _run_error(err: dict[str, Any], case: Case, visible: dict[str, int]) -> str:
 
 
 def _judge_runs(
-    res: EvalResult, task: Task, runs: list[dict[str, Any]], all_cases: list[Case], cache: str, scratch_kernels: list[str], original: str
+    res: EvalResult, task: Task, runs: list[dict[str, Any]], all_cases: list[Case], cache: str, scratch_kernels: list[str], original: str,
+    early: _EarlyChecks | None = None,
 ) -> None:
     """Fill correctness and integrity checks; on the first problem set verdict and reason."""
-    expect_dtype = np.dtype(task.output.dtype) if task.output.dtype != "bfloat16" else None
     first_outputs: list[np.ndarray] | None = None
     visible = dict(task.dims)
 
@@ -550,10 +604,11 @@ def _judge_runs(
             res.reasons.append(f"wrong output: expected one {task.output.dtype} array of shape {shown}, got {got or 'nothing'} ({label})")
             res.add("output", False, res.reasons[-1])
             return
-        got = np.load(outs[0]["path"], allow_pickle=False)
+        checked = early.result(idx) if early is not None and idx < len(all_cases) else None
+        got = checked[0] if checked is not None else np.load(outs[0]["path"], allow_pickle=False)
         if task.reshape_output and got.size == int(np.prod(shape)):
             got = got.reshape(shape)
-        if tuple(got.shape) != shape or (expect_dtype is not None and got.dtype != expect_dtype) or (expect_dtype is None and str(got.dtype) != "bfloat16"):
+        if tuple(got.shape) != shape or not _output_dtype_ok(task, got):
             what = f"shape {list(got.shape)} {got.dtype}, expected {shown} {task.output.dtype}" if not case.hidden else (
                 f"{'the wrong shape' if tuple(got.shape) != shape else 'the right shape'} and dtype {got.dtype}, expected {task.output.dtype}")
             res.reasons.append(f"wrong output: {what} ({label})")
@@ -567,7 +622,7 @@ def _judge_runs(
                 return
             res.add("deterministic", True)
             continue
-        cmp = compare(got, InputCache.reference(cache, idx), task.tolerance)
+        cmp = checked[1] if checked is not None else compare(got, InputCache.reference(cache, idx), task.tolerance)
         if idx == 0:
             first_outputs = [got]
         if not cmp.ok:

@@ -35,7 +35,8 @@ __all__ = ["main"]
 
 #: Modules kernels may use, imported before the guard goes in, so that no kernel ever makes the
 #: worker load a module (the guard refuses kernel-initiated file reads, and importing reads files).
-_PRELOAD = ("numpy", "math", "functools", "itertools", "typing", "dataclasses", "enum", "collections", "ml_dtypes", "json")
+_PRELOAD = ("numpy", "math", "functools", "itertools", "typing", "dataclasses", "enum", "collections", "ml_dtypes", "json",
+            "mmap")  # the last for the worker itself: inputs are read-only maps of the cached files
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -122,6 +123,10 @@ def _fingerprint(modules: list[types.ModuleType]) -> dict[str, int]:
                 for attr, v in list(vars(value).items()):
                     if isinstance(v, (*_CODE_TYPES, staticmethod, classmethod, property)):
                         out[f"{m.__name__}.{name}.{attr}"] = id(v)
+            elif type(value).__module__.startswith("nkiagent.emu") and hasattr(value, "__dict__") and not isinstance(value, type):
+                # API objects kernels hold (nl.tile_size, buffers): an attribute a kernel adds could carry state between runs
+                for attr, v in list(vars(value).items()):
+                    out[f"{m.__name__}.{name}.{attr}"] = id(v)
     return out
 
 
@@ -163,6 +168,9 @@ def _serve(req: dict[str, Any], stream_fd: int) -> dict[str, Any]:
         real_sim = real_simulator(req.get("api", "0.3"), req.get("package_paths", []))
     else:
         emu.install(force=True)
+        from nkiagent.emu.frontend import keep_freed_blocks
+
+        keep_freed_blocks()  # it needs ctypes, which the guard refuses once it is in
     for name in _PRELOAD:
         importlib.import_module(name)
     for name in ("nki", "nki.language", "nki.isa", "nki.typing") if req.get("api", "0.3") != "0.1" else ("neuronxcc.nki",):
@@ -203,11 +211,16 @@ def _serve(req: dict[str, Any], stream_fd: int) -> dict[str, Any]:
     for run in req["runs"]:
         rec: dict[str, Any] = {"id": run["id"]}
         runs_out.append(rec)
-        if "input_paths" in run:
-            inputs = [np.load(p, allow_pickle=False) for p in run["input_paths"]]
+        if "input_paths" in run:  # read-only maps of the cached inputs: kernel writes land in the emulator's copies
+            inputs = [np.load(p, mmap_mode="r", allow_pickle=False) for p in run["input_paths"]]
         else:
             inputs = make_inputs(task, run["dims"], run["seed"], run["dist"])
-        pristine = [a.copy() for a in inputs]
+            for a in inputs:
+                a.flags.writeable = False
+        # AWS's simulator writes into its arguments in place: it gets copies, compared afterwards
+        pristine = [np.array(a) for a in inputs] if real_sim is not None else None
+        if pristine is not None:
+            inputs = [np.array(a) for a in inputs]
         name = f"nki_candidate_{run['id']}"
         module = types.ModuleType(name)
         module.__file__ = kernel_file
@@ -228,36 +241,35 @@ def _serve(req: dict[str, Any], stream_fd: int) -> dict[str, Any]:
             if isinstance(exc, KeyboardInterrupt):
                 raise
             rec["error"] = _error(exc, kernel_file)
-            rec["inputs_unchanged"] = _unchanged(pristine, inputs)
             result = None
         finally:
             sys.modules.pop(name, None)
-            if trace is not None:
-                writer.end(run["id"], trace)
-                rec["trace"] = {"records": writer.sent, "kept": len(trace.instructions)}
-                if len(trace.instructions) != writer.sent:
-                    rec["tampered"] = ["the trace lost or gained records after they were made"]
         after = _fingerprint(modules)
         patched = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
         if patched:
             rec.setdefault("tampered", []).append("the emulator was changed: " + ", ".join(patched[:8]))
-        if result is None:
-            continue
-        outs = result.outputs if isinstance(result.outputs, (tuple, list)) else [result.outputs]
-        rec["outputs"] = []
-        for k, o in enumerate(outs):
-            if not isinstance(o, np.ndarray):
-                rec["outputs"].append({"type": type(o).__name__})
-                continue
-            path = os.path.join(scratch, f"out_{run['id']}_{k}.npy")
-            guard.writing = True
-            try:
-                save_array(path, o)
-            finally:
-                guard.writing = False
-            rec["outputs"].append({"path": path, "shape": list(o.shape), "dtype": str(o.dtype)})
-        rec["inputs_unchanged"] = _unchanged(pristine, inputs)
-        rec["warnings"] = result.warnings[:20]
+        if result is not None:
+            outs = result.outputs if isinstance(result.outputs, (tuple, list)) else [result.outputs]
+            rec["outputs"] = []
+            for k, o in enumerate(outs):
+                if not isinstance(o, np.ndarray):
+                    rec["outputs"].append({"type": type(o).__name__})
+                    continue
+                path = os.path.join(scratch, f"out_{run['id']}_{k}.npy")
+                guard.writing = True
+                try:
+                    save_array(path, o)
+                finally:
+                    guard.writing = False
+                rec["outputs"].append({"path": path, "shape": list(o.shape), "dtype": str(o.dtype)})
+            rec["inputs_unchanged"] = _unchanged(pristine, inputs) if pristine is not None else not result.inputs_written
+            rec["warnings"] = result.warnings[:20]
+        if trace is not None:
+            # last: the run's end on the stream also tells the parent its outputs are on disk (it may compare them now)
+            writer.end(run["id"], trace)
+            rec["trace"] = {"records": writer.sent, "kept": len(trace.instructions)}
+            if len(trace.instructions) != writer.sent:
+                rec.setdefault("tampered", []).append("the trace lost or gained records after they were made")
     return {"compiled": True, "runs": runs_out}
 
 

@@ -13,6 +13,8 @@ exploit against a builtin task, with a docstring header::
     HONEST: <repo path of the honest twin>                        (no-gain)
     GATE: off          (optional: verify below the static gate, to test the walls behind it)
     PROTOCOL: full     (optional: the full protocol; default 2 seeds)
+    LEAK: none         (optional: the verdict must not show a hidden size, a seed or an output or reference value)
+    TIMING_ONLY: unfaithful   (optional: `nkiagent profile --timing-only` must say its estimate is not faithful)
 
 ``no-gain``: the verifier may pass it, but never with a latency under 0.98 × its honest twin's
 (which must pass). Which test fails when each defence is removed is checked by
@@ -21,6 +23,10 @@ exploit against a builtin task, with a docstring header::
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -28,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from nkiagent.tasks import builtin_tasks
+from nkiagent.tasks import builtin_tasks, get_task
 from nkiagent.verify.result import EvalResult
 from nkiagent.verify.verifier import VerifyOptions
 
@@ -50,6 +56,8 @@ class Exploit:
     honest: Path | None
     gate_on: bool
     options: VerifyOptions
+    no_leak: bool
+    timing_only_unfaithful: bool
 
 
 def _parse(path: Path) -> Exploit:
@@ -57,7 +65,7 @@ def _parse(path: Path) -> Exploit:
     honest = REPO / f["HONEST"] if f.get("HONEST") else None
     opts = VerifyOptions() if f.get("PROTOCOL") == "full" else VerifyOptions(seeds=2)
     return Exploit(path.stem, path, tuple(int(c) for c in f["CLASS"].split(",")), f["TASK"], f["EXPECT"], f.get("REASON", ""),
-                   honest, f.get("GATE") != "off", opts)
+                   honest, f.get("GATE") != "off", opts, f.get("LEAK") == "none", f.get("TIMING_ONLY") == "unfaithful")
 
 
 ALL = [_parse(p) for p in sorted(REDTEAM.glob("*.py")) if not p.name.startswith("honest_")]
@@ -66,11 +74,9 @@ ALL = [_parse(p) for p in sorted(REDTEAM.glob("*.py")) if not p.name.startswith(
 @pytest.fixture(scope="module")
 def verdicts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[EvalResult]]]:
     jobs = [(e.name, e.path, e.task, e.options, e.gate_on) for e in ALL]
-    twins = {e.honest for e in ALL if e.honest is not None}
-    jobs += [(f"honest:{t}", t, e.task, e.options, True) for t in sorted(twins) for e in ALL if e.honest == t][: len(twins) * 99]
-    seen: set[str] = set()
-    unique = [j for j in jobs if not (j[0] in seen or seen.add(j[0]))]  # one verification per twin
-    with verified_in_background(unique, tmp_path_factory.mktemp("redteam")) as futures:
+    twins = {e.honest: e for e in ALL if e.honest is not None}  # one verification per twin
+    jobs += [(f"honest:{t}", t, e.task, e.options, True) for t, e in sorted(twins.items())]
+    with verified_in_background(jobs, tmp_path_factory.mktemp("redteam")) as futures:
         yield futures
 
 
@@ -88,6 +94,31 @@ def test_exploit_is_caught(exploit: Exploit, verdicts: dict[str, Future[EvalResu
         return
     assert res.verdict == exploit.expect, f"{exploit.name}: expected {exploit.expect}, got {res.verdict}: {res.reasons}"
     assert any(exploit.reason in r for r in res.reasons), f"{exploit.name}: no reason mentions {exploit.reason!r}: {res.reasons}"
+    if exploit.no_leak:
+        _assert_no_leak(exploit, res)
+
+
+def _assert_no_leak(exploit: Exploit, res: EvalResult) -> None:
+    """Nothing a wrong kernel could use as an oracle: no hidden size, seed, output or reference value."""
+    task = get_task(exploit.task)
+    text = json.dumps(res.to_dict())
+    visible = {v for v in task.dims.values()}
+    for dims in task.hidden_dims:
+        for name, size in dims.items():
+            if size not in visible:
+                assert not re.search(rf"\b{name}={size}\b|\b{size}\b", text), f"{exploit.name} leaks the hidden size {name}={size}"
+    assert not re.search(r"\bseed\b|\bgot\b|expected [-\d]", text), f"{exploit.name} leaks a seed or a value: {res.reasons}"
+
+
+@pytest.mark.parametrize("exploit", [e for e in ALL if e.timing_only_unfaithful], ids=lambda e: e.name)
+def test_timing_only_profiles_say_when_they_are_not_faithful(exploit: Exploit, tmp_path: Path) -> None:
+    task = get_task(exploit.task)
+    inputs = ",".join(f"{s.name}:{'x'.join(map(str, s.resolve(task.dims)))}:{s.dtype}" for s in task.inputs)
+    cmd = [sys.executable, "-m", "nkiagent.cli", "profile", str(exploit.path), "--inputs", inputs, "--target", "trn2", "--timing-only", "--json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    prof = json.loads(out.stdout)
+    assert prof["faithful"] is False and prof["unfaithful"][0].startswith(("a register loaded from a tensor", "a dynamic offset")), prof
 
 
 def test_the_corpus_covers_every_class() -> None:

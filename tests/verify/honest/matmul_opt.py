@@ -36,18 +36,19 @@ def kernel(lhsT, rhs):
 
     for m in nl.affine_range(m_dim // TILE_M):
         cols_m = nl.ds(m * TILE_M, TILE_M)
-        for nb in nl.affine_range(n_dim // block_n):
-            acc = nl.ndarray((TILE_M, block_n), dtype=nl.float32, buffer=nl.psum)
+        for nb in nl.affine_range((n_dim + block_n - 1) // block_n):
+            width = min(block_n, n_dim - nb * block_n)  # the last block may be narrower (N % 512 == 0 only)
+            acc = nl.ndarray((TILE_M, width), dtype=nl.float32, buffer=nl.psum)
             for k in nl.affine_range(n_k):
-                for j in nl.affine_range(block_n // TILE_N):
+                for j in nl.affine_range(width // TILE_N):
                     cols_n = nl.ds(nb * block_n + j * TILE_N, TILE_N)
                     nisa.nc_matmul(dst=acc[:, nl.ds(j * TILE_N, TILE_N)], stationary=lhs_sb[:, k, cols_m], moving=rhs_sb[:, k, cols_n])
-            res = nl.ndarray((TILE_M, block_n), dtype=nl.float32, buffer=nl.sbuf)
-            for j in nl.static_range(block_n // TILE_N):  # unrolled: the engine alternates per bank
+            res = nl.ndarray((TILE_M, width), dtype=nl.float32, buffer=nl.sbuf)
+            for j in nl.static_range(width // TILE_N):  # unrolled: the engine alternates per bank
                 bank = nl.ds(j * TILE_N, TILE_N)
                 if j % 2 == 0:
                     nisa.tensor_copy(dst=res[:, bank], src=acc[:, bank])
                 else:
                     nisa.activation(dst=res[:, bank], op=nl.copy, data=acc[:, bank])
-            nisa.dma_copy(dst=out[cols_m, nl.ds(nb * block_n, block_n)], src=res)
+            nisa.dma_copy(dst=out[cols_m, nl.ds(nb * block_n, width)], src=res)
     return out

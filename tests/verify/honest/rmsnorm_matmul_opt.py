@@ -70,12 +70,13 @@ def kernel(x, weight, w):
             nisa.activation(dst=xn_t[:, nl.ds(g * per_bank, per_bank), :], op=nl.copy, data=tp)
 
         res = nl.ndarray((P, f_dim), dtype=nl.float32, buffer=nl.sbuf)
-        for fb in nl.affine_range(f_dim // block_f):
-            acc = nl.ndarray((P, block_f), dtype=nl.float32, buffer=nl.psum)
+        for fb in nl.affine_range((f_dim + block_f - 1) // block_f):
+            width = min(block_f, f_dim - fb * block_f)  # the last block may be narrower (F % 512 == 0 only)
+            acc = nl.ndarray((P, width), dtype=nl.float32, buffer=nl.psum)
             for k in nl.affine_range(n_k):
-                for f in nl.affine_range(block_f // TILE_F):
+                for f in nl.affine_range(width // TILE_F):
                     cols = nl.ds(fb * block_f + f * TILE_F, TILE_F)
                     nisa.nc_matmul(dst=acc[:, nl.ds(f * TILE_F, TILE_F)], stationary=xn_t[:, k, :], moving=w_sb[:, k, cols])
-            nisa.tensor_copy(dst=res[:, nl.ds(fb * block_f, block_f)], src=acc)
+            nisa.tensor_copy(dst=res[:, nl.ds(fb * block_f, width)], src=acc)
         nisa.dma_copy(dst=out[rows, :], src=res)
     return out

@@ -52,14 +52,15 @@ def kernel(x, w_gate, w_up, w_down):
     h_t = nl.ndarray((P, n_f, n_dim), dtype=nl.bfloat16, buffer=nl.sbuf)
     for f in nl.affine_range(n_f):
         feats = nl.ds(f * P, P)
-        for c in nl.affine_range(n_dim // tile_n):
-            cols = nl.ds(c * tile_n, tile_n)
-            gate = nl.ndarray((P, tile_n), dtype=nl.float32, buffer=nl.psum)
-            up = nl.ndarray((P, tile_n), dtype=nl.float32, buffer=nl.psum)
+        for c in nl.affine_range((n_dim + tile_n - 1) // tile_n):
+            width = min(tile_n, n_dim - c * tile_n)  # the last token block may be narrower (N % 128 == 0 only)
+            cols = nl.ds(c * tile_n, width)
+            gate = nl.ndarray((P, width), dtype=nl.float32, buffer=nl.psum)
+            up = nl.ndarray((P, width), dtype=nl.float32, buffer=nl.psum)
             for d in nl.affine_range(n_d):
                 nisa.nc_matmul(dst=gate, stationary=wg_sb[:, d, feats], moving=x_t[:, d, cols])
                 nisa.nc_matmul(dst=up, stationary=wu_sb[:, d, feats], moving=x_t[:, d, cols])
-            act = nl.ndarray((P, tile_n), dtype=nl.bfloat16, buffer=nl.sbuf)
+            act = nl.ndarray((P, width), dtype=nl.bfloat16, buffer=nl.sbuf)
             nisa.activation(dst=act, op=nl.silu, data=gate)
             nisa.tensor_tensor(dst=h_t[:, f, cols], data1=act, data2=up, op=nl.multiply)
 
