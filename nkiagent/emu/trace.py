@@ -191,8 +191,21 @@ class Trace:
         import hashlib
 
         h = hashlib.sha256(self.target.encode())
+        # operands repeat (a stream reader shares one object per distinct access): format each once
+        seen: dict[int, tuple[Access, bytes]] = {}
+
+        def operands(accesses: tuple[Access, ...]) -> bytes:
+            out = []
+            for a in accesses:
+                known = seen.get(id(a))
+                if known is None or known[0] is not a:
+                    known = seen[id(a)] = (a, repr(a).encode())
+                out.append(known[1])
+            return b"|".join(out)
+
         for i in self.instructions:
-            h.update(repr((i.seq, i.op, i.engine, i.reads, i.writes, i.location, i.program_id, i.loops, sorted(i.attrs.items()))).encode())
+            h.update(repr((i.seq, i.op, i.engine, i.location, i.program_id, i.loops, sorted(i.attrs.items()))).encode())
+            h.update(b"<" + operands(i.reads) + b">" + operands(i.writes) + b";")
         for a in self.allocations:
             h.update(repr(sorted(a.items())).encode())
         return h.hexdigest()

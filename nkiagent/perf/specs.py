@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 __all__ = ["HardwareSpec", "SPECS", "get_spec", "MODEL_VERSION"]
 
 #: Bumped whenever a formula or constant changes, so stored estimates say which model made them.
-MODEL_VERSION = "nkiagent-cost-0.2"
+MODEL_VERSION = "nkiagent-cost-0.3"  # 0.3: DMA descriptors per index, HBM→HBM both ways, no sync compute lane (issue 18)
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,8 @@ def compare(out: np.ndarray, ref: np.ndarray, tol: Tolerance) -> Comparison:
     np.abs(diff, out=diff)
     flat = b.reshape(-1)
     # one BLAS pass gives both RMS and norm; a scale needs no more than its accumulation's precision
-    ss = float(np.dot(flat, flat)) if b.size else 1.0
+    with np.errstate(over="ignore"):
+        ss = float(np.dot(flat, flat)) if b.size else 1.0
     if not np.isfinite(ss):  # overflowed in fp32: redo it in fp64
         ss = float(np.square(b, dtype=np.float64).sum())
     scale = float(np.sqrt(ss / max(b.size, 1)))

@@ -52,7 +52,8 @@ class VerifyOptions:
 
     ``distributions``: ``None`` means the task's own. ``parallel``: worker processes one
     verification spreads its cases over (default: all cores; :func:`~nkiagent.verify.pool.verify_many`
-    divides the cores between the candidates it runs at once).
+    divides the cores between the candidates it runs at once). ``input_cache``: the directory of
+    the cached inputs and references (default ``$NKIAGENT_INPUT_CACHE`` or tmpfs).
     """
 
     seeds: int = 5
@@ -61,6 +62,7 @@ class VerifyOptions:
     limits: Limits = field(default_factory=Limits)
     with_baseline: bool = True
     parallel: int | None = None
+    input_cache: str | None = None
 
 
 #: Emulator errors that only an attempt to get around the emulator can cause.
@@ -74,12 +76,16 @@ def _detect_api(source: str) -> str:
     return "0.1" if "neuronxcc" in source else "0.3"
 
 
-def _location(err: dict[str, Any], scratch_kernels: list[str], original: str) -> str:
-    """An error's ``file:line`` in the author's file, not the worker's scratch copy of it."""
-    loc = str(err.get("location", ""))
+def _unscratch(text: str, scratch_kernels: list[str], original: str) -> str:
+    """Text naming the author's file, not the worker's scratch copy of it."""
     for scratch in scratch_kernels:
-        loc = loc.replace(scratch, original)
-    return loc
+        text = text.replace(scratch, original)
+    return text
+
+
+def _location(err: dict[str, Any], scratch_kernels: list[str], original: str) -> str:
+    """An error's ``file:line`` in the author's file."""
+    return _unscratch(str(err.get("location", "")), scratch_kernels, original)
 
 
 def _profile(trace: Trace, task: Task, target: str, dims: dict[str, int]) -> Any:
@@ -169,7 +175,7 @@ def _run_baseline(task: Task, path: Path, target: str, limits: Limits) -> float 
 
 def _runs(task: Task, opts: VerifyOptions) -> tuple[list[dict[str, Any]], list[Case], str]:
     all_cases = [c for c in cases(task, opts.seeds, opts.distributions) if opts.hidden or not c.hidden]
-    cache = InputCache().ensure(task, all_cases)
+    cache = InputCache(opts.input_cache).ensure(task, all_cases)
     n_in = len(task.inputs)
     runs = [
         {"id": i, "dims": c.dims_dict, "seed": c.seed, "dist": c.distribution, "input_paths": InputCache.input_paths(cache, i, n_in)}
@@ -549,13 +555,17 @@ def _error_size(cmp: Any) -> str:
     return f"{cmp.reason}; max abs err {cmp.max_abs_err:.2g}, relative L2 error {cmp.rel_l2:.2g}"
 
 
-_DIGITS = re.compile(r"\d+")
+# a number on its own (a size, an offset, a line), not the digits of a name such as ``bfloat16`` or ``trn2``
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?!\w)")
 
 
-def _run_error(err: dict[str, Any], case: Case, visible: dict[str, int]) -> str:
-    """An error message as the author may see it: on a hidden shape its numbers (sizes, offsets) are masked."""
-    message = str(err.get("message", ""))
-    return _DIGITS.sub("#", message) if case.hidden else message
+def _run_error(err: dict[str, Any], case: Case, scratch_kernels: list[str], original: str) -> str:
+    """An error message as the author may see it: in the author's file, and on a hidden shape with its
+    numbers (sizes, offsets, byte counts) masked, so a failing kernel cannot read the hidden shape."""
+    if not case.hidden:
+        return _unscratch(str(err.get("message", "")), scratch_kernels, original)
+    marker = "\x00kernel\x00"  # the file's name is the author's own: it keeps its digits
+    return _NUMBER.sub("#", _unscratch(str(err.get("message", "")), scratch_kernels, marker)).replace(marker, original)
 
 
 def _judge_runs(
@@ -582,13 +592,13 @@ def _judge_runs(
                 res.verdict = "rejected"
                 res.reasons.append(f"integrity [{err.get('code')}] at {where(err)}: {err.get('message')}")
             elif err.get("kind") == "nki":
-                res.reasons.append(f"NKI error [{err.get('code')}] at {where(err)}: {_run_error(err, case, visible)} ({label})")
+                res.reasons.append(f"NKI error [{err.get('code')}] at {where(err)}: {_run_error(err, case, scratch_kernels, original)} ({label})")
             elif err.get("kind") == "output":
                 res.reasons.append(f"{err.get('message')} at {where(err)} ({label})")
             elif err.get("kind") == "memory":
                 res.reasons.append(f"memory limit exceeded at {where(err)} ({label})")
             else:
-                res.reasons.append(f"runtime error {err.get('type')}: {_run_error(err, case, visible)} at {where(err)} ({label})")
+                res.reasons.append(f"runtime error {err.get('type')}: {_run_error(err, case, scratch_kernels, original)} at {where(err)} ({label})")
             res.add("run", False, res.reasons[-1], case=label)
             return
         if rec.get("inputs_unchanged") is not True:

@@ -7,6 +7,7 @@ import shutil
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,9 @@ def verified_in_background(jobs: list[Job], tmp: Path, workers: int = 2) -> Iter
     """Verify ``jobs`` ``workers`` at a time on trn2 while the tests ask for the results.
 
     A job with the gate off is verified from a copy in its own directory, and only for files
-    there does the gate answer "no violations": what the walls below the gate do alone.
+    there does the gate answer "no violations": what the walls below the gate do alone. Each
+    verification runs its cases in one worker process: the ``workers`` verifications at a time
+    keep the cores busy, and a second process per verification would only add its start-up.
     """
     gate_off = tmp / "gate_off"
     gate_off.mkdir(exist_ok=True)
@@ -49,6 +52,6 @@ def verified_in_background(jobs: list[Job], tmp: Path, workers: int = 2) -> Iter
         futures = {}
         for key, path, task, options, gate_on in jobs:
             where = path if gate_on else Path(shutil.copy(path, gate_off / path.name))
-            futures[key] = pool.submit(verify, where, get_task(task), "trn2", options)
+            futures[key] = pool.submit(verify, where, get_task(task), "trn2", replace(options, parallel=1))
         yield futures
         pool.shutdown(wait=True, cancel_futures=True)

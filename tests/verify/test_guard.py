@@ -100,6 +100,7 @@ def test_a_dataclass_defined_inside_the_kernel_runs(tmp_path: Path) -> None:
         ("import typing\ntyping.sys.modules['os'].listdir('/')\n", "os.listdir"),
         ("import typing\nlist(typing.sys.modules['os'].scandir('/'))\n", "os.scandir"),
         ("open('/etc/hostname').read()\n", "reading '/etc/hostname'"),
+        ("import typing\nopen(typing.__file__).read()\n", "is not allowed in kernel code (a kernel reads only its arguments)"),
         ("import typing\ntyping.sys.modules['numpy'].load(typing.sys.argv[0])\n", "reading"),
         ("import inspect\n", "importing 'inspect'"),
         ("import os\n", "importing 'os'"),
@@ -108,7 +109,7 @@ def test_a_dataclass_defined_inside_the_kernel_runs(tmp_path: Path) -> None:
         ("from . import sibling\n", "a relative import"),
     ],
     ids=["singledispatch-annotation", "get_type_hints", "eval", "exec-compile", "code-replace", "inspect-stack", "getframe",
-         "gi_frame", "listdir", "scandir", "open", "np.load", "import-inspect", "import-os", "import-nkiagent", "numpy-random", "relative"],
+         "gi_frame", "listdir", "scandir", "open", "open-python-file", "np.load", "import-inspect", "import-os", "import-nkiagent", "numpy-random", "relative"],
 )
 def test_what_kernel_code_may_not_do_is_refused(tmp_path: Path, prelude: str, refused: str) -> None:
     err = _error(_run(tmp_path, prelude + ADD))

@@ -2,14 +2,14 @@
 
 Every task of this set must load and describe itself without leaking its hidden shapes, be
 listed by ``nkiagent tasks``, and both its baseline and its optimized kernel from
-``tests/verify/honest/`` must get verdict ``pass`` on trn1, trn2 and trn3: the full protocol
-(5 seeds × 3 distributions × visible and hidden shapes) on trn2, two seeds on trn1 and trn3.
+``tests/verify/honest/`` must get verdict ``pass`` on trn1, trn2 and trn3 (the protocols are
+:func:`tests.verify.protocols.protocol_for`: the full one for the optimized kernel on trn2).
 On trn2 the optimized kernel must also be estimated faster than the baseline.
 
 Each evaluation is its own worker process, so two tasks are verified at a time (one thread
 per core waits on its workers), starting as soon as the module's first test asks, and each
 test waits only for its own task. A task's evaluations run in order in one thread, so each
-of its two input sets (full protocol, two seeds) is built once; when they are done the
+of its input sets (one per protocol) is built once; when they are done the
 task's inputs are dropped from the session's tmpfs cache, which would otherwise hold ~6 GiB
 of this module's inputs and references until the session ends.
 """
@@ -17,7 +17,6 @@ of this module's inputs and references until the session ends.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -27,10 +26,11 @@ import pytest
 
 from nkiagent.cli import main
 from nkiagent.tasks import get_task
-from nkiagent.verify.inputs import InputCache
 from nkiagent.verify.result import EvalResult
 from nkiagent.verify.sandbox import Limits
-from nkiagent.verify.verifier import VerifyOptions, verify
+from nkiagent.verify.verifier import verify
+
+from .protocols import assert_one_hidden_shape_is_larger_everywhere, protocol_for, release_inputs
 
 #: The level each task is filed under: elementwise and pure data movement at 1; a row
 #: reduction or scan feeding the elementwise pass at 2. Heaviest verification first.
@@ -61,10 +61,11 @@ LIMITS = Limits(wall_s=600.0)
 
 
 def _evaluate(key: Key) -> EvalResult:
-    """Full protocol on trn2, two seeds elsewhere; only trn2's optimized run needs the baseline's latency."""
+    """See :func:`protocol_for`; only trn2's optimized run needs the baseline's latency."""
     task_name, kind, target = key
-    opts = VerifyOptions(seeds=5 if target == "trn2" else 2, with_baseline=(kind, target) == ("optimized", "trn2"), limits=LIMITS)
-    return verify(KERNELS[kind](task_name), get_task(task_name), target, opts)
+    task = get_task(task_name)
+    opts = protocol_for(task, kind, target, LIMITS)
+    return verify(KERNELS[kind](task_name), task, target, opts)
 
 
 def _verify_task(keys: list[Key]) -> dict[Key, EvalResult]:
@@ -72,8 +73,7 @@ def _verify_task(keys: list[Key]) -> dict[Key, EvalResult]:
     try:
         return {key: _evaluate(key) for key in keys}
     finally:
-        for entry in Path(InputCache().root).glob(f"{keys[0][0]}-*"):
-            shutil.rmtree(entry, ignore_errors=True)
+        release_inputs(keys[0][0])
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +125,8 @@ def test_task_loads_and_hides_its_hidden_shapes(task_name: str) -> None:
     assert json.loads(json.dumps(desc)) == desc
     assert [i["name"] for i in desc["inputs"]] == [s.name for s in task.inputs]
     assert [i["shape"] for i in desc["inputs"]] == [list(s) for s in task.input_shapes()]
-    assert len(task.hidden_dims) == 2
+    assert len(task.hidden_dims) == 3
+    assert_one_hidden_shape_is_larger_everywhere(task)
     shown = json.dumps(desc)
     for hidden in task.hidden_dims:
         assert hidden != task.dims and task.output_shape(hidden)[0] % 128 == 0

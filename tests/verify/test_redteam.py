@@ -12,7 +12,7 @@ exploit against a builtin task, with a docstring header::
     REASON: <text one of the verdict's reasons must contain>      (fail, rejected)
     HONEST: <repo path of the honest twin>                        (no-gain)
     GATE: off          (optional: verify below the static gate, to test the walls behind it)
-    PROTOCOL: full     (optional: the full protocol; default 2 seeds)
+    PROTOCOL: full     (optional: the full protocol; default 1 seed of every distribution and shape)
     LEAK: none         (optional: the verdict must not show a hidden size, a seed or an output or reference value)
     TIMING_ONLY: unfaithful   (optional: `nkiagent profile --timing-only` must say its estimate is not faithful)
 
@@ -63,7 +63,7 @@ class Exploit:
 def _parse(path: Path) -> Exploit:
     f = header(path)
     honest = REPO / f["HONEST"] if f.get("HONEST") else None
-    opts = VerifyOptions() if f.get("PROTOCOL") == "full" else VerifyOptions(seeds=2)
+    opts = VerifyOptions() if f.get("PROTOCOL") == "full" else VerifyOptions(seeds=1)
     return Exploit(path.stem, path, tuple(int(c) for c in f["CLASS"].split(",")), f["TASK"], f["EXPECT"], f.get("REASON", ""),
                    honest, f.get("GATE") != "off", opts, f.get("LEAK") == "none", f.get("TIMING_ONLY") == "unfaithful")
 
@@ -72,9 +72,12 @@ ALL = [_parse(p) for p in sorted(REDTEAM.glob("*.py")) if not p.name.startswith(
 
 
 @pytest.fixture(scope="module")
-def verdicts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[EvalResult]]]:
-    jobs = [(e.name, e.path, e.task, e.options, e.gate_on) for e in ALL]
-    twins = {e.honest: e for e in ALL if e.honest is not None}  # one verification per twin
+def verdicts(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[EvalResult]]]:
+    """The selected exploits and their twins, verified two at a time in the background."""
+    chosen = {item.callspec.params["exploit"].name for item in request.session.items if getattr(item, "function", None) is test_exploit_is_caught}
+    selected = [e for e in ALL if e.name in chosen]
+    jobs = [(e.name, e.path, e.task, e.options, e.gate_on) for e in selected]
+    twins = {e.honest: e for e in selected if e.honest is not None}  # one verification per twin
     jobs += [(f"honest:{t}", t, e.task, e.options, True) for t, e in sorted(twins.items())]
     with verified_in_background(jobs, tmp_path_factory.mktemp("redteam")) as futures:
         yield futures

@@ -24,12 +24,13 @@ from nkiagent.verify.verifier import VerifyOptions
 from .corpus import header, verified_in_background
 
 UNUSUAL = sorted((Path(__file__).resolve().parent / "unusual").glob("*.py"))
-OPTS = VerifyOptions(seeds=2)
+OPTS = VerifyOptions(seeds=1)  #: one seed of every distribution and shape: honest kernels fail on shapes and data, not seeds
 
 
 @pytest.fixture(scope="module")
-def verdicts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[EvalResult]]]:
-    jobs = [(p.stem, p, header(p)["TASK"], OPTS, True) for p in UNUSUAL]
+def verdicts(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[EvalResult]]]:
+    chosen = {item.callspec.params["path"] for item in request.session.items if getattr(item, "function", None) is test_unusual_honest_kernel_passes}
+    jobs = [(p.stem, p, header(p)["TASK"], OPTS, True) for p in UNUSUAL if p in chosen]
     with verified_in_background(jobs, tmp_path_factory.mktemp("unusual")) as futures:
         yield futures
 

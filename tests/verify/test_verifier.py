@@ -75,6 +75,24 @@ def test_shape_specialized_kernel_fails_on_a_hidden_shape_without_naming_it(tmp_
     assert not any(re.search(rf"\b{h}\b", json.dumps(res.to_dict())) for h in hidden)
 
 
+def test_an_error_on_a_hidden_shape_names_the_authors_file_and_dtypes_but_no_sizes(tmp_path: Path) -> None:
+    """Masking the numbers of a hidden-shape error keeps the words a model needs: ``float32``, not
+    ``float#``; the author's file, not the worker's scratch copy."""
+    wide = ADD.replace("OP", "add").replace(
+        "    return out\n", "    s1 = nl.ndarray((128, d * 20), dtype=a.dtype, buffer=nl.sbuf)\n"
+        "    s2 = nl.ndarray((128, d * 20), dtype=a.dtype, buffer=nl.sbuf)\n"
+        "    nisa.memset(dst=s1, value=0.0)\n    nisa.memset(dst=s2, value=0.0)\n    nisa.tensor_tensor(dst=s1, data1=s1, data2=s2, op=nl.add)\n"
+        "    return out\n")
+    path = _write(tmp_path, "k.py", wide)
+    res = verify(path, TASK, "trn2", QUICK)
+    assert res.verdict == "fail"
+    reason = res.reasons[0]
+    assert reason.startswith(f"NKI error [err_sbuf_capacity_exceeded] at {path}:") and "(a hidden shape (" in reason, reason
+    assert "float32" in reason and "trn2" in reason and f"{path}:#" in reason and "nkiagent-eval" not in reason, reason
+    hidden = {str(v) for dims in TASK.hidden_dims for v in dims.values()} - {str(v) for v in TASK.dims.values()}
+    assert not any(re.search(rf"\b{h}\b", reason) for h in hidden), reason
+
+
 def test_nki_error_reports_code_and_kernel_line(tmp_path: Path) -> None:
     bad = ADD.replace("OP", "add").replace("(128, d), dtype=a.dtype, buffer=nl.sbuf)\n        tb", "(256, d), dtype=a.dtype, buffer=nl.sbuf)\n        tb")
     path = _write(tmp_path, "k.py", bad)
