@@ -320,10 +320,16 @@ def verify(kernel_path: str | Path, task: Task, target: str = "trn2", options: V
         res.wall_s = time.perf_counter() - t0
         return res
 
-    runs, all_cases, cache = _runs(task, opts)
-    # the baseline runs beside the cases (it is a number on disk after the first evaluation of a task)
+    # the baseline runs beside the inputs' generation and the cases (after the first evaluation of a
+    # task it is a number on disk)
     baseline = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nkiagent-baseline") if opts.with_baseline and be is None else None
     base_future = baseline.submit(baseline_latency, task, target, opts.limits) if baseline is not None else None
+    try:
+        runs, all_cases, cache = _runs(task, opts)
+    except BaseException:
+        if baseline is not None:
+            baseline.shutdown(wait=False, cancel_futures=True)
+        raise
     real = {} if be is None else {"backend": "neuron-sim", "package_paths": be.toolchain.package_paths()}
     early = _EarlyChecks(task, all_cases, cache)
     batch = _run_cases(path, runs, target, _detect_api(source), opts, real, on_run=early.submit if be is None else None)
