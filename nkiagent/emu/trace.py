@@ -191,17 +191,11 @@ class Trace:
         import hashlib
 
         h = hashlib.sha256(self.target.encode())
-        # operands repeat (a stream reader shares one object per distinct access): format each once
-        seen: dict[int, tuple[Access, bytes]] = {}
+        # operands repeat (loops touch the same views again and again): format each distinct one once
+        formatted: dict[Access, bytes] = {}
 
         def operands(accesses: tuple[Access, ...]) -> bytes:
-            out = []
-            for a in accesses:
-                known = seen.get(id(a))
-                if known is None or known[0] is not a:
-                    known = seen[id(a)] = (a, repr(a).encode())
-                out.append(known[1])
-            return b"|".join(out)
+            return b"|".join([formatted.get(a) or formatted.setdefault(a, repr(a).encode()) for a in accesses])
 
         for i in self.instructions:
             h.update(repr((i.seq, i.op, i.engine, i.location, i.program_id, i.loops, sorted(i.attrs.items()))).encode())

@@ -19,20 +19,12 @@ from nkiagent.emu.trace import Trace, TraceStreamError, TraceStreamReader, Trace
 from nkiagent.tasks import get_task
 from nkiagent.verify.sandbox import run_worker
 
+from .test_sandbox import HONEST
+
 TASK = get_task("vector_add")
 RUN = {"id": 0, "dims": {"N": 128, "D": 64}, "seed": 0, "dist": "normal"}
 
-ADD = """
-import nki, nki.isa as nisa, nki.language as nl
-@nki.jit
-def kernel(a, b):
-    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
-    ta = nl.ndarray(a.shape, a.dtype); tb = nl.ndarray(b.shape, b.dtype)
-    nisa.dma_copy(dst=ta, src=a); nisa.dma_copy(dst=tb, src=b)
-    nisa.tensor_tensor(dst=ta, data1=ta, data2=tb, op=nl.add)
-    nisa.dma_copy(dst=out, src=ta)
-    return out
-"""
+ADD = HONEST  #: the small honest kernel the sandbox tests run, as the base every guard test adds to
 
 #: The facade's closure holds the implementation module: the road code past the gate would take
 #: to the emulator's live state (tests/verify/cheats/facade_closure.py shows it).
