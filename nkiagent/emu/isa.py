@@ -177,7 +177,8 @@ def dma_copy(dst: Any, src: Any, priority: Any = None, oob_mode: Any = oob_mode.
         _check_hwdge(ctx, src, dst)
     _check_indirect(src, oob_mode)
     _check_indirect(dst, oob_mode)
-    record(ctx, op, "dma", (("src", src),), (("dst", dst),), **({} if ctx.trace is None else {"dge_mode": mode, "dge_trigger": trigger}))
+    attrs: dict[str, Any] = {} if ctx.trace is None else {"dge_mode": mode, "dge_trigger": trigger}
+    record(ctx, op, "dma", (("src", src),), (("dst", dst),), **attrs)
     if not ctx.compute or _deferred(dst, src):
         return
     vals = src._np()
@@ -723,9 +724,9 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: boo
     acc_mode = None if accumulate is None else bool(accumulate)
     was_written = dst._a.written
     # (the attributes only go into a trace: an untraced run skips building them, 10⁴ times a second)
-    record(ctx, opn, "tensor", (("stationary", st), ("moving", mv)), (("dst", dst),), **({} if ctx.trace is None else {
-           "K": k, "M": m, "N": n, "fp32": fp32, "onezero": onezero, "accumulate": acc_mode,
-           "tile_size": tuple(tile_size) if tile_size else None}))
+    attrs: dict[str, Any] = {} if ctx.trace is None else {
+        "K": k, "M": m, "N": n, "fp32": fp32, "onezero": onezero, "accumulate": acc_mode, "tile_size": tuple(tile_size) if tile_size else None}
+    record(ctx, opn, "tensor", (("stationary", st), ("moving", mv)), (("dst", dst),), **attrs)
     if not ctx.compute:
         return
     a = dst._a

@@ -60,7 +60,7 @@ class WorkerOutcome:
         """Why run ``run_id``'s trace may not be priced ('' when it may): a broken stream, tampering, records lost."""
         if self.stream_error:
             return self.stream_error
-        rec = next((r for r in (self.answer or {}).get("runs", []) if r.get("id") == run_id), {})
+        rec: dict[str, Any] = next((r for r in (self.answer or {}).get("runs", []) if r.get("id") == run_id), {})
         if rec.get("tampered"):
             return "; ".join(str(t) for t in rec["tampered"])
         trace = self.traces.get(run_id)
@@ -134,7 +134,7 @@ def run_worker(kernel_path: str | Path, task_path: str | Path | None, runs: list
     kernel_copy = scratch / "kernel.py"
     shutil.copyfile(kernel_path, kernel_copy)
     nonce = secrets.token_hex(16)
-    request = {
+    request: dict[str, Any] = {
         "nonce": nonce,
         "kernel_path": str(kernel_copy),
         "kernel_name": kernel_name,
@@ -223,7 +223,7 @@ def _collect(proc: subprocess.Popen[bytes], read_fd: int, stream_fd: int, deadli
 
     chunks: list[bytes] = []
     reader = TraceStreamReader(kernel_path)
-    state = {"status": "ok", "detail": "", "error": "", "streamed": 0}
+    state: dict[str, Any] = {"status": "ok", "detail": "", "error": "", "streamed": 0}
 
     def take(fd: int, data: bytes) -> None:
         if fd == read_fd:

@@ -616,8 +616,8 @@ def _judge_runs(
         shape = task.output_shape(case.dims_dict)
         shown = list(shape) if not case.hidden else "the task's output shape"
         if len(outs) != 1 or "path" not in outs[0]:
-            got = [o.get("type", "array") for o in outs]
-            res.reasons.append(f"wrong output: expected one {task.output.dtype} array of shape {shown}, got {got or 'nothing'} ({label})")
+            kinds = [o.get("type", "array") for o in outs]
+            res.reasons.append(f"wrong output: expected one {task.output.dtype} array of shape {shown}, got {kinds or 'nothing'} ({label})")
             res.add("output", False, res.reasons[-1])
             return
         checked = early.result(idx) if early is not None and idx < len(all_cases) else None

@@ -140,11 +140,11 @@ def _seal(modules: list[types.ModuleType], guard: Guard) -> None:
         cls = type(m)
         if cls not in sealed:
 
-            def setattr_(self: Any, name: str, value: Any, _base: type = cls) -> None:
+            def setattr_(self: Any, name: str, value: Any, _base: Any = cls) -> None:
                 guard.refuse_if_kernel(f"changing {self.__name__}.{name}")
                 _base.__setattr__(self, name, value)
 
-            def delattr_(self: Any, name: str, _base: type = cls) -> None:
+            def delattr_(self: Any, name: str, _base: Any = cls) -> None:
                 guard.refuse_if_kernel(f"deleting {self.__name__}.{name}")
                 _base.__delattr__(self, name)
 
@@ -214,6 +214,7 @@ def _serve(req: dict[str, Any], stream_fd: int) -> dict[str, Any]:
         if "input_paths" in run:  # read-only maps of the cached inputs: kernel writes land in the emulator's copies
             inputs = [np.load(p, mmap_mode="r", allow_pickle=False) for p in run["input_paths"]]
         else:
+            assert task is not None  # need_task above
             inputs = make_inputs(task, run["dims"], run["seed"], run["dist"])
             for a in inputs:
                 a.flags.writeable = False
