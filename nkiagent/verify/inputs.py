@@ -257,7 +257,7 @@ class InputCache:
             save_array(os.path.join(tmp, f"ref_{i}.npy"), ref)
 
         # NumPy's generators, its array maths and file writes release the GIL: one thread per core
-        with ThreadPoolExecutor(max_workers=min(len(all_cases), os.cpu_count() or 1) or 1, thread_name_prefix="nkiagent-inputs") as pool:
+        with ThreadPoolExecutor(max_workers=max(1, min(len(all_cases), os.cpu_count() or 1)), thread_name_prefix="nkiagent-inputs") as pool:
             list(pool.map(build, range(len(all_cases))))
         for name in os.listdir(tmp):
             os.chmod(os.path.join(tmp, name), 0o444)
