@@ -9,7 +9,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-__all__ = ["main", "build_parser"]
+from .verify.protocol import VISIBLE_SEEDS
+
+__all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", action="store_true", help="print the evaluation JSON")
     ev.add_argument("--suite", choices=["builtin", "nkibench"], default="builtin", help="where --task is looked up")
     ev.add_argument("--nkibench-dir", help="checkout of zhang677/AccelOpt (for --suite nkibench)")
-    ev.add_argument("--seeds", type=int, default=5, help="seeds of the correctness protocol (default 5)")
+    ev.add_argument("--seeds", type=int, default=VISIBLE_SEEDS, help=f"seeds of the visible shape (default {VISIBLE_SEEDS})")
     _backend_option(ev)
 
     tasks = sub.add_parser("tasks", help="list the builtin task suite (or NKIBench's)")
@@ -123,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     cc.add_argument("--task", required=True, help="builtin task name or task file")
     cc.add_argument("--target", choices=["trn1", "trn2", "trn3"], help="Trainium generation (default: trn2)")
     cc.add_argument("--backend", choices=["auto", "neuron-sim", "neuron-hw"], default="auto", help="the real side (default: hardware if present, else AWS's simulator)")
-    cc.add_argument("--seeds", type=int, default=5, help="seeds of the correctness protocol (default 5)")
+    cc.add_argument("--seeds", type=int, default=VISIBLE_SEEDS, help=f"seeds of the visible shape (default {VISIBLE_SEEDS})")
     cc.add_argument("--report", metavar="OUT.md", help="write a Markdown report to attach to an issue")
     cc.add_argument("--json", action="store_true", help="print the report as JSON")
 

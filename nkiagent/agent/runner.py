@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from ..traces.store import Session, SessionStore
+from ..verify.protocol import VISIBLE_SEEDS
 from .graph import Budget, Runtime, build_graph
 from .prompts import system_prompt, task_prompt
 from .tools import AgentContext, ToolRegistry, load_tools
 
-__all__ = ["SessionConfig", "SessionOutcome", "start_session", "resume_session", "drive", "terminal_review", "edit_in_editor", "starting_kernel"]
+__all__ = ["SessionConfig", "SessionOutcome", "drive", "edit_in_editor", "resume_session", "start_session", "starting_kernel", "terminal_review"]
 
 
 @dataclass
@@ -35,7 +36,7 @@ class SessionConfig:
     api_base: str | None = None
     kernel_path: str | None = None
     sessions_dir: Path | None = None
-    verify_seeds: int = 5
+    verify_seeds: int = VISIBLE_SEEDS
     tools: list[str] | None = None
 
 

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..verify.protocol import VISIBLE_SEEDS
 from .assets import asset_dirs
 from .types import ToolResult, ToolSpec
 
-__all__ = ["load_tools", "ToolRegistry", "AgentContext", "compact_evaluation"]
+__all__ = ["AgentContext", "ToolRegistry", "compact_evaluation", "load_tools"]
 
 
 @dataclass
@@ -30,7 +31,7 @@ class AgentContext:
     workspace: Any  #: nkiagent.agent.workspace.Workspace
     task: Any  #: nkiagent.tasks.Task
     target: str = "trn2"
-    verify_seeds: int = 5
+    verify_seeds: int = VISIBLE_SEEDS
     evaluations: list[dict[str, Any]] = field(default_factory=list)
 
     def evaluate(self, path: str, seeds: int | None = None, hidden: bool = True) -> dict[str, Any]:

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..verify.protocol import VISIBLE_SEEDS
+
 __all__ = ["add_export_parsers", "run_corpus", "run_export", "run_serve_reward", "search_evaluator"]
 
 _DEFAULT_FORMAT = {"sft": "openai", "rl": "steps", "dpo": "openai"}
@@ -54,7 +56,7 @@ def add_export_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
     cb.add_argument("--max-per-level", type=int)
     cb.add_argument("--with-history", action="store_true", help="one row per task: its kernels slowest → fastest as a refinement conversation")
     cb.add_argument("--target", choices=["trn1", "trn2", "trn3"], default="trn2")
-    cb.add_argument("--seeds", type=int, default=5)
+    cb.add_argument("--seeds", type=int, default=VISIBLE_SEEDS)
     cb.add_argument("--no-hidden", action="store_true", help="skip the hidden shapes (faster, weaker)")
     cb.add_argument("--workers", type=int)
     cb.add_argument("--json", action="store_true")

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..verify.protocol import VISIBLE_SEEDS
+
 __all__ = ["add_search_arguments", "run_search_command"]
 
 #: budgets and knobs a resume may change (the rest is the stored configuration)
@@ -37,7 +39,7 @@ def add_search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray-address", help="Ray cluster address (default: start a local Ray)")
     p.add_argument("--model-concurrency", type=int, help="model calls in flight at once (default 4)")
     p.add_argument("--no-cascade", action="store_true", help="skip the small-shape stage (static gate → full verification)")
-    p.add_argument("--seeds", type=int, default=1, help="correctness seeds of the full verification (default 1; `eval` uses 5)")
+    p.add_argument("--seeds", type=int, default=1, help=f"correctness seeds of the full verification (default 1; `eval` uses {VISIBLE_SEEDS})")
     p.add_argument("--target", choices=["trn1", "trn2", "trn3"], default="trn2")
     p.add_argument("--kernel", help="starting kernel file (default: a kernel with tunables if nkiagent has one, else the baseline)")
     p.add_argument("--sessions-dir", default="sessions")

@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..verify.protocol import VISIBLE_SEEDS
+
 __all__ = ["CorpusItem", "CorpusOptions", "CorpusReport", "balance", "build_corpus", "collect", "normalize_source", "similarity"]
 
 _BUILTINS = frozenset(dir(builtins))
@@ -47,7 +49,7 @@ SYSTEM = "You are an expert AWS Trainium kernel engineer. Write a correct, fast 
 @dataclass
 class CorpusOptions:
     target: str = "trn2"
-    seeds: int = 5
+    seeds: int = VISIBLE_SEEDS
     hidden: bool = True
     workers: int | None = None
     similarity: float = 0.9

@@ -34,6 +34,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, TabbedContent, TabPane
 
+from ..verify.protocol import VISIBLE_SEEDS
 from .bridge import AgentBridge
 from .commands import COMMANDS, help_text, parse, transcript_markdown
 from .widgets import Conversation, KernelView, Leaderboard, ProfileView, SearchView, StatusBar
@@ -63,7 +64,7 @@ class Launch:
     max_turns: int = 30
     resume: Path | None = None  #: a session directory to reopen
     sessions_dir: Path | None = None
-    verify_seeds: int = 5
+    verify_seeds: int = VISIBLE_SEEDS
     headline: str = ""  #: a line shown first (e.g. where the demo workspace is)
 
 

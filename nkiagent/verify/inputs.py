@@ -20,6 +20,7 @@ import numpy as np
 
 from ..emu.dtypes import as_dtype
 from ..tasks.spec import InputSpec, Task
+from .protocol import HIDDEN_SEEDS, VISIBLE_SEEDS
 
 __all__ = ["DISTRIBUTIONS", "EXTRA_DISTRIBUTIONS", "Case", "InputCache", "cases", "describe_distribution", "make_inputs", "save_array"]
 
@@ -93,14 +94,9 @@ def shape_relation(dims: Mapping[str, int], visible: Mapping[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in rel.items()) + " than the visible shape"
 
 
-#: Seeds per hidden shape: a hidden shape tests that the kernel handles other sizes, which needs
-#: every distribution but not every seed (the visible shape's seeds test the data).
-HIDDEN_SEEDS = 2
-
-
-def cases(task: Task, seeds: int = 5, distributions: tuple[str, ...] | None = None) -> list[Case]:
+def cases(task: Task, seeds: int = VISIBLE_SEEDS, distributions: tuple[str, ...] | None = None) -> list[Case]:
     """Every case of the protocol: the visible shape × ``seeds`` × distribution, then each hidden shape ×
-    ``min(seeds, HIDDEN_SEEDS)`` × distribution.
+    ``min(seeds, HIDDEN_SEEDS)`` × distribution (two seeds when there is one distribution).
 
     ``distributions`` defaults to the task's own (:data:`DISTRIBUTIONS` plus what the task adds).
     A task that draws its own inputs (``Task.generate``) has one distribution, ``native``.
@@ -109,9 +105,10 @@ def cases(task: Task, seeds: int = 5, distributions: tuple[str, ...] | None = No
         distributions = task.distributions
     if task.generate is not None:
         distributions = ("native",)
+    hidden_seeds = min(seeds, HIDDEN_SEEDS if len(distributions) > 1 else max(2, HIDDEN_SEEDS))
     out = []
     for k, dims in enumerate(task.all_dims()):
-        for seed in range(seeds if k == 0 else min(seeds, HIDDEN_SEEDS)):
+        for seed in range(seeds if k == 0 else hidden_seeds):
             for dist in distributions:
                 out.append(Case(tuple(sorted(dims.items())), seed, dist, hidden=k > 0))
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["EvalResult", "Check", "VERDICTS"]
+__all__ = ["VERDICTS", "Check", "EvalResult"]
 
 VERDICTS = ("pass", "fail", "rejected")
 

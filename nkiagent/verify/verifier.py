@@ -40,6 +40,7 @@ from ..emu.trace import Trace
 from ..tasks.spec import Task
 from .compare import compare
 from .inputs import Case, InputCache, cases, describe_distribution
+from .protocol import VISIBLE_SEEDS
 from .result import EvalResult
 from .sandbox import Limits, WorkerOutcome, run_worker
 
@@ -56,7 +57,7 @@ class VerifyOptions:
     the cached inputs and references (default ``$NKIAGENT_INPUT_CACHE`` or tmpfs).
     """
 
-    seeds: int = 5
+    seeds: int = VISIBLE_SEEDS
     distributions: tuple[str, ...] | None = None
     hidden: bool = True
     limits: Limits = field(default_factory=Limits)

@@ -1,6 +1,6 @@
 """How much of the protocol the honest-kernel suites run, and the hidden-shape rule they check.
 
-The full protocol (5 seeds × each distribution of the task × the visible and hidden shapes)
+The full protocol (the default seeds × each distribution of the task × the visible and hidden shapes)
 runs once per task, on the kernel the suite cares most about (the optimized one on trn2). The
 other evaluations run fewer seeds: the baseline on trn2 one seed of every distribution and
 shape; the optimized kernel on trn1 and trn3 one seed of the task's first distribution on every
@@ -17,6 +17,7 @@ from pathlib import Path
 
 from nkiagent.tasks.spec import Task
 from nkiagent.verify.inputs import InputCache
+from nkiagent.verify.protocol import VISIBLE_SEEDS
 from nkiagent.verify.sandbox import Limits
 from nkiagent.verify.verifier import VerifyOptions
 
@@ -33,7 +34,7 @@ def protocol_for(task: Task, kind: str, target: str, limits: Limits | None = Non
     distributions = None if target == "trn2" else task.distributions[:1]
     # a baseline's job off trn2 is the latency a speedup is measured against: one run of the visible shape
     hidden = target == "trn2" or kind != "baseline"
-    return VerifyOptions(seeds=5 if full else 1, distributions=distributions, hidden=hidden, with_baseline=full, limits=limits or Limits(),
+    return VerifyOptions(seeds=VISIBLE_SEEDS if full else 1, distributions=distributions, hidden=hidden, with_baseline=full, limits=limits or Limits(),
                          input_cache=str(_own_cache(task.name)), parallel=1)
 
 
