@@ -154,14 +154,17 @@ def _one(spec: InputSpec, dims: Mapping[str, int], seed: int, dist: str, index: 
         if info is not None:
             lo, hi = max(lo, info.min), min(hi, info.max)
         return rng.integers(lo, hi + 1, size=shape).astype(dtype)
-    x = _values(rng, n, dist, shape[-1] if shape else 1, seed)
-    if spec.domain == "positive":
-        x = np.abs(x) + np.float32(1e-3)
-    elif spec.domain == "nonnegative":
-        x = np.abs(x)
+    x = _values(rng, n, dist, shape[-1] if shape else 1, seed)  # a fresh array: the domain maps work in place
+    if spec.domain in ("positive", "nonnegative"):
+        np.abs(x, out=x)
+        if spec.domain == "positive":
+            x += np.float32(1e-3)
     elif spec.domain == "unit":
-        x = (np.tanh(x / np.float32(4.0)) + np.float32(1.0)) * np.float32(0.5)
-    return x.reshape(shape).astype(dtype)
+        x /= np.float32(4.0)
+        np.tanh(x, out=x)
+        x += np.float32(1.0)
+        x *= np.float32(0.5)
+    return x.reshape(shape).astype(dtype, copy=False)
 
 
 def save_array(path: str, array: np.ndarray) -> None:

@@ -122,13 +122,15 @@ def _code_version() -> str:
     return _CODE_VERSION[0]
 
 
-def baseline_latency(task: Task, target: str, limits: Limits | None = None) -> float | None:
+def baseline_latency(task: Task, target: str, limits: Limits | None = None, inputs: str | None = None) -> float | None:
     """Latency estimate of the task's baseline kernel on ``target``, kept per process and on disk.
 
     Thread-safe: pools verify many candidates of one task at once, and the baseline must be run
     once, not once per slot. The disk copy (``~/.cache/nkiagent/baselines``) is keyed by the task
     file, the baseline file, the target and the emulator's and cost model's sources, so a new
     session does not pay for it again and a changed cost model never reuses an old number.
+    ``inputs``: an input cache directory whose case 0 is :func:`baseline_case` (the protocol's own,
+    so the first evaluation of a task draws those inputs once).
     """
     path = task.baseline_path()
     if path is None or not path.is_file():
@@ -145,7 +147,7 @@ def baseline_latency(task: Task, target: str, limits: Limits | None = None) -> f
             return _BASELINE_CACHE[key]
         except (OSError, ValueError, KeyError, TypeError):
             pass
-        lat = _run_baseline(task, path, target, limits or Limits())
+        lat = _run_baseline(task, path, target, limits or Limits(), inputs)
         _BASELINE_CACHE[key] = lat
         if lat is not None:
             try:
@@ -158,10 +160,15 @@ def baseline_latency(task: Task, target: str, limits: Limits | None = None) -> f
         return lat
 
 
-def _run_baseline(task: Task, path: Path, target: str, limits: Limits) -> float | None:
-    first = cases(task, 1, task.distributions[:1])[:1]
-    cache = InputCache().ensure(task, first)
-    run = {"id": 0, "dims": dict(task.dims), "seed": 0, "dist": first[0].distribution,
+def baseline_case(task: Task) -> Case:
+    """The one case a baseline's latency is measured on: the visible shape, seed 0, the task's first distribution."""
+    return cases(task, 1, task.distributions[:1])[0]
+
+
+def _run_baseline(task: Task, path: Path, target: str, limits: Limits, inputs: str | None) -> float | None:
+    first = baseline_case(task)
+    cache = inputs or InputCache().ensure(task, [first])
+    run = {"id": 0, "dims": dict(task.dims), "seed": 0, "dist": first.distribution,
            "input_paths": InputCache.input_paths(cache, 0, len(task.inputs))}
     out = run_worker(path, None, [run], target=target, api=_detect_api(path.read_text()), limits=limits)
     try:
@@ -321,16 +328,12 @@ def verify(kernel_path: str | Path, task: Task, target: str = "trn2", options: V
         res.wall_s = time.perf_counter() - t0
         return res
 
-    # the baseline runs beside the inputs' generation and the cases (after the first evaluation of a
-    # task it is a number on disk)
+    runs, all_cases, cache = _runs(task, opts)
+    # the baseline runs beside the cases, on the protocol's own inputs when its first case is the
+    # baseline's (after the first evaluation of a task it is a number on disk)
     baseline = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nkiagent-baseline") if opts.with_baseline and be is None else None
-    base_future = baseline.submit(baseline_latency, task, target, opts.limits) if baseline is not None else None
-    try:
-        runs, all_cases, cache = _runs(task, opts)
-    except BaseException:
-        if baseline is not None:
-            baseline.shutdown(wait=False, cancel_futures=True)
-        raise
+    shared = cache if all_cases and all_cases[0] == baseline_case(task) else None
+    base_future = baseline.submit(baseline_latency, task, target, opts.limits, shared) if baseline is not None else None
     real = {} if be is None else {"backend": "neuron-sim", "package_paths": be.toolchain.package_paths()}
     early = _EarlyChecks(task, all_cases, cache)
     batch = _run_cases(path, runs, target, _detect_api(source), opts, real, on_run=early.submit if be is None else None)

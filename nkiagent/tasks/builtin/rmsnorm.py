@@ -14,8 +14,10 @@ EPS = 1e-6
 def reference(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """RMSNorm in float64, returned as fp32."""
     xf = x.astype(np.float64)
-    inv_rms = 1.0 / np.sqrt(np.mean(xf * xf, axis=-1, keepdims=True) + EPS)
-    return (xf * inv_rms * weight.astype(np.float64)).astype(np.float32)
+    inv_rms = 1.0 / np.sqrt(np.einsum("...d,...d->...", xf, xf)[..., None] / x.shape[-1] + EPS)
+    xf *= inv_rms
+    xf *= weight.astype(np.float64)
+    return xf.astype(np.float32)
 
 
 TASK = Task(
