@@ -37,8 +37,10 @@ class AgentContext:
     def evaluate(self, path: str, seeds: int | None = None, hidden: bool = True) -> dict[str, Any]:
         from ..verify.verifier import VerifyOptions, verify
 
-        res = verify(self.workspace.resolve(path), self.task, self.target, VerifyOptions(seeds=seeds or self.verify_seeds, hidden=hidden))
-        out = res.to_dict()
+        where = self.workspace.resolve(path)
+        res = verify(where, self.task, self.target, VerifyOptions(seeds=seeds or self.verify_seeds, hidden=hidden))
+        # the model knows its files by their workspace paths: name kernel lines that way
+        out: dict[str, Any] = json.loads(json.dumps(res.to_dict()).replace(json.dumps(str(where))[1:-1], json.dumps(path)[1:-1]))
         self.evaluations.append(out)
         return out
 
@@ -151,9 +153,7 @@ def profile(ctx: AgentContext, path: str) -> ToolResult:
     ev = ctx.evaluate(path, seeds=1, hidden=False)
     if ev["verdict"] != "pass":
         return ToolResult(compact_evaluation(ev), ok=False, data={"evaluation": ev})
-    prof = ev.get("profile", {})
-    text = prof.get("summary", "") + "\nadvice:\n" + "\n".join(f"- {a}" for a in prof.get("advice", []))
-    return ToolResult(text, data={"evaluation": ev})
+    return ToolResult(ev.get("profile", {}).get("summary", ""), data={"evaluation": ev})
 
 
 def _doc_sections() -> list[tuple[str, str]]:

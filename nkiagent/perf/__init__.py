@@ -15,21 +15,21 @@ from .specs import MODEL_VERSION, SPECS, HardwareSpec, get_spec
 from .timeline import Event, Timeline, schedule
 
 __all__ = [
-    "profile_kernel",
-    "profile_trace",
-    "build_profile",
-    "schedule",
-    "speed_of_light",
-    "Profile",
+    "MODEL_VERSION",
+    "SPECS",
     "EngineStat",
-    "SpeedOfLight",
-    "Timeline",
     "Event",
     "HardwareSpec",
-    "SPECS",
-    "MODEL_VERSION",
-    "get_spec",
+    "Profile",
     "ProfiledRun",
+    "SpeedOfLight",
+    "Timeline",
+    "build_profile",
+    "get_spec",
+    "profile_kernel",
+    "profile_trace",
+    "schedule",
+    "speed_of_light",
 ]
 
 

@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..emu.trace import Access, Instruction, Trace, is_data
-from .sol import SpeedOfLight, speed_of_light
+from .critical import IdleGap, PathStep, critical_path, dma_overlap_pct, idle_gaps, path_steps
+from .sol import SpeedOfLight
 from .specs import MODEL_VERSION, HardwareSpec, get_spec
 from .timeline import Timeline, schedule
 
@@ -59,6 +60,10 @@ class Profile:
     #: addresses (it read zeros): the estimate may then not be the kernel's, and ``unfaithful`` says where.
     faithful: bool = True
     unfaithful: list[str] = field(default_factory=list)
+    #: the chain of instructions that sets the latency, merged by kernel line (see :mod:`.critical`)
+    critical_path: list[PathStep] = field(default_factory=list)
+    idle_gaps: list[IdleGap] = field(default_factory=list)
+    dma_overlap_pct: float | None = None  #: share of DMA time during which some compute engine works too
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -81,8 +86,13 @@ def build_profile(
     *,
     task_flops: float | None = None,
     sol: SpeedOfLight | None = None,
+    precision: str = "bfloat16",
 ) -> Profile:
-    """Summarize ``timeline`` of ``trace`` on ``spec`` into a :class:`Profile` with advice."""
+    """Summarize ``timeline`` of ``trace`` on ``spec`` into a :class:`Profile` with advice.
+
+    ``precision``: the narrowest type the task allows (:attr:`nkiagent.tasks.spec.Task.precision`);
+    advice never suggests a narrower one.
+    """
     lat_ns = max(timeline.latency_ns, 1e-9)
     counts: dict[str, int] = defaultdict(int)
     every = timeline.all_costs  # with the DMAs spill code adds, which move real bytes
@@ -126,13 +136,17 @@ def build_profile(
         hot_lines=_hot_lines(trace, timeline),
         faithful=not trace.unfaithful,
         unfaithful=list(trace.unfaithful),
+        idle_gaps=idle_gaps(timeline),
+        dma_overlap_pct=dma_overlap_pct(timeline),
     )
+    path = critical_path(timeline)
+    prof.critical_path = path_steps(timeline, path)
     if sol is not None and sol.latency_ns > 0:
         prof.sol_latency_us = round(sol.latency_ns / 1e3, 3)
         prof.fraction_of_sol = round(sol.latency_ns / lat_ns, 4)
         prof.below_speed_of_light = lat_ns < sol.latency_ns * 0.999
     prof.bottleneck = _bottleneck(prof)
-    prof.advice = _advice(trace, timeline, spec, prof)
+    prof.advice = _advice(trace, timeline, spec, prof, path, precision, sol)
     return prof
 
 
@@ -162,28 +176,61 @@ def _operands(ins: Instruction) -> list[Access]:
     return [a for a in ins.reads + ins.writes if is_data(a)]
 
 
-def _advice(trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile) -> list[str]:
-    """Rules from the NKI performance guide (§4.4), each with the numbers that triggered it."""
+def _advice(trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile, path: list[int], precision: str,
+            sol: SpeedOfLight | None) -> list[str]:
+    """Rules from the NKI performance guide (§4.4), each with the numbers that triggered it.
+
+    Only rules about the critical path fire (shortening anything else cannot lower the latency),
+    never one the task forbids (``precision``), each once; when none does, one line says why.
+    """
     out: list[str] = []
     pairs = list(zip(trace.instructions, timeline.costs))
+    events = timeline.events
+    on_path = {events[i].seq for i in path}
+    path_ns: dict[str, float] = defaultdict(float)
+    for i in path:
+        path_ns[events[i].engine] += events[i].busy_ns
+    path_total = sum(path_ns.values()) or 1.0
+
+    def leads(engine: str, share: float = 0.2) -> bool:
+        """The engine does a real share of the critical path's work."""
+        return path_ns.get(engine, 0.0) / path_total >= share
+
     dma = [(i, c) for i, c in pairs if c.engine == "dma"]
     dma_time = sum(c.busy_ns for _, c in dma) or 1.0
     small = [(i, c) for i, c in dma if c.chunk is not None and c.chunk < 2048]
     small_time = sum(c.busy_ns for _, c in small)
     pe = p.engines.get("TensorE")
     dma_stat = p.engines.get("DMA")
-    if p.bottleneck.startswith("memory") and pe is not None and pe.instructions:
+    hbm = p.hbm_read_bytes + p.hbm_write_bytes
+    bw = min(spec.hbm_gbps, spec.dma_bytes_per_ns)
+    min_bytes = sol.hbm_ns * bw if sol is not None and sol.hbm_ns else 0.0
+    if p.bottleneck.startswith("memory") and leads("dma", 0.5) and dma_stat is not None:
+        if not min_bytes or hbm > 1.2 * min_bytes:
+            extra = f", and the kernel moves {hbm / min_bytes:.1f}× the task's minimum HBM traffic ({min_bytes / 2**20:.2f} MiB)" if min_bytes else ""
+            if pe is not None and pe.instructions:
+                out.append(
+                    f"memory-bound: DMA queues are {dma_stat.active_pct:.0f}% busy while TensorE is {pe.active_pct:.0f}% active{extra}; "
+                    "raise arithmetic intensity by reusing loaded tiles (block the free dimensions, hoist loads out of inner loops) "
+                    "and overlap loads with compute"
+                )
+            else:
+                out.append(f"memory-bound: DMA queues are {dma_stat.active_pct:.0f}% busy{extra}; move fewer bytes or move them in larger transfers")
+        else:
+            first = next((events[i] for i in path if events[i].engine != "dma"), None)
+            last = next((events[i] for i in reversed(path) if events[i].engine != "dma"), None)
+            if first is not None and last is not None:
+                out.append(
+                    f"DMA-bound at the task's minimum traffic: compute on the critical path starts at {first.start_ns / 1e3:.2f} µs "
+                    f"({first.op} at {first.location}) and the last DMA ends {(p.latency_us * 1e3 - last.end_ns) / 1e3:.2f} µs after the last "
+                    "compute; start on a smaller first tile and split the last store so loads, compute and stores overlap from the start"
+                )
+    path_small = [(i, c) for i, c in small if i.seq in on_path]
+    if path_small and small_time / dma_time > 0.1:
+        lines = sorted({i.location for i, _ in path_small})[:3]
         out.append(
-            f"memory-bound: DMA queues are {dma_stat.active_pct:.0f}% busy while TensorE is {pe.active_pct:.0f}% active; "
-            "raise arithmetic intensity by reusing loaded tiles (block the free dimensions, hoist loads out of inner loops) "
-            "and overlap loads with compute"
-        )
-    elif p.bottleneck.startswith("memory"):
-        out.append(f"memory-bound: DMA queues are {dma_stat.active_pct:.0f}% busy; move fewer bytes or move them in larger transfers")
-    if small and small_time / dma_time > 0.25:
-        out.append(
-            f"small DMAs: {len(small)} of {len(dma)} DMAs move contiguous chunks < 2 KiB per partition ({100 * small_time / dma_time:.0f}% of DMA time); "
-            "use ≥ 2 KiB per partition per transfer (512 fp32 / 1024 bf16 elements) — perf guide Opt #9"
+            f"small DMAs: {len(small)} of {len(dma)} DMAs move contiguous chunks < 2 KiB per partition ({100 * small_time / dma_time:.0f}% of DMA time), "
+            f"on the critical path at {', '.join(lines)}; use ≥ 2 KiB per partition per transfer (512 fp32 / 1024 bf16 elements) — perf guide Opt #9"
         )
     allocs = {a["uid"]: a for a in trace.allocations}
     read_bytes: dict[int, int] = defaultdict(int)
@@ -191,41 +238,59 @@ def _advice(trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile) ->
         for a in filter(is_data, i.reads):
             if a.memory not in ("sbuf", "psum"):
                 read_bytes[a.region.alloc] += a.nbytes
-    for uid, nbytes in read_bytes.items():
-        rec = allocs.get(uid, {})
-        size = 1
-        for d in rec.get("shape", [1]):
-            size *= d
-        from .cost import itemsize
+    if leads("dma"):
+        for uid, nbytes in read_bytes.items():
+            rec = allocs.get(uid, {})
+            size = 1
+            for d in rec.get("shape", [1]):
+                size *= d
+            from .cost import itemsize
 
-        total = size * itemsize(rec.get("dtype", "float32"))
-        if rec.get("role") == "input" and total and nbytes / total > 1.5:
-            out.append(
-                f"reloaded input: `{rec.get('name')}` is read {nbytes / total:.1f}× from HBM ({nbytes / 2**20:.1f} MiB for a "
-                f"{total / 2**20:.1f} MiB tensor); keep tiles in SBUF and reuse them — perf guide Opt #1"
-            )
-    fp32_mm = sum(1 for i, _ in pairs if i.op == "nc_matmul" and i.attrs.get("fp32"))
-    if fp32_mm:
-        out.append(f"fp32 matmul: {fp32_mm} nc_matmul instructions use fp32 operands (1/4 of bf16 rate on TensorE); cast operands to bfloat16 — PSUM still accumulates in fp32")
-    thin = [(i, c) for i, c in pairs if i.op == "nc_matmul" and (i.attrs.get("K", 128) < 128 or i.attrs.get("M", 128) < 128)]
-    if thin and len(thin) * 2 > sum(1 for i, _ in pairs if i.op == "nc_matmul"):
+            total = size * itemsize(rec.get("dtype", "float32"))
+            if rec.get("role") == "input" and total and nbytes / total > 1.5:
+                out.append(
+                    f"reloaded input: `{rec.get('name')}` is read {nbytes / total:.1f}× from HBM ({nbytes / 2**20:.1f} MiB for a "
+                    f"{total / 2**20:.1f} MiB tensor); keep tiles in SBUF and reuse them — perf guide Opt #1"
+                )
+    matmuls = [(i, c) for i, c in pairs if i.op == "nc_matmul"]
+    fp32_mm = sum(1 for i, _ in matmuls if i.attrs.get("fp32"))
+    if fp32_mm and leads("tensor") and precision != "float32":
+        out.append(f"fp32 matmul: {fp32_mm} nc_matmul instructions use fp32 operands (1/4 of bf16 rate on TensorE); cast operands to bfloat16 — "
+                   "PSUM still accumulates in fp32")
+    thin = [(i, c) for i, c in matmuls if i.attrs.get("K", 128) < 128 or i.attrs.get("M", 128) < 128]
+    if thin and len(thin) * 2 > len(matmuls) and leads("tensor"):
         i0 = thin[0][0]
         out.append(f"TensorE underused: most matmuls use K={i0.attrs.get('K')} rows and M={i0.attrs.get('M')} columns of the 128×128 array; tile K and M to 128")
-    transposes = sum(1 for i, _ in pairs if i.op == "dma_transpose")
-    if transposes:
-        out.append(f"DMA transposes: {transposes} dma_transpose/load_transpose2d instructions are slow on DMA; load normally and transpose on TensorE (nc_transpose) — Opt #10")
+    transposes = [i for i, _ in pairs if i.op == "dma_transpose"]
+    if transposes and any(i.seq in on_path for i in transposes):
+        out.append(f"DMA transposes: {len(transposes)} dma_transpose/load_transpose2d instructions are slow on DMA; load normally and transpose on "
+                   "TensorE (nc_transpose) — Opt #10")
     compute = [(i, c) for i, c in pairs if c.engine in ("vector", "scalar", "gpsimd")]
     comp_time = sum(c.busy_ns for _, c in compute) or 1.0
+    compute_leads = leads("vector") or leads("scalar") or leads("gpsimd")
     narrow = sum(c.busy_ns for i, c in compute if max((a.partitions for a in _operands(i)), default=128) < 128)
-    if compute and narrow / comp_time > 0.25:
-        out.append(f"partitions: {100 * narrow / comp_time:.0f}% of Vector/Scalar/GpSimd time runs on fewer than 128 partitions; their cost does not shrink with fewer partitions — use all 128 (Opt #5b)")
+    if compute and compute_leads and narrow / comp_time > 0.25:
+        out.append(f"partitions: {100 * narrow / comp_time:.0f}% of Vector/Scalar/GpSimd time runs on fewer than 128 partitions; their cost does "
+                   "not shrink with fewer partitions — use all 128 (Opt #5b)")
     tiny = sum(c.busy_ns for i, c in compute if max((a.elems_per_partition for a in _operands(i)), default=0) < 128)
-    if compute and tiny / comp_time > 0.25:
-        out.append(f"tiny instructions: {100 * tiny / comp_time:.0f}% of Vector/Scalar/GpSimd time is in instructions with < 128 elements per partition, where fixed overhead dominates; fuse or batch them (Opt #5a, #6)")
+    if compute and compute_leads and tiny / comp_time > 0.25:
+        out.append(f"tiny instructions: {100 * tiny / comp_time:.0f}% of Vector/Scalar/GpSimd time is in instructions with < 128 elements per "
+                   "partition, where fixed overhead dominates; fuse or batch them (Opt #5a, #6)")
+    busiest = max(("vector", "scalar", "gpsimd"), key=lambda e: path_ns.get(e, 0.0))
+    stat = p.engines.get(ENGINE_LABELS[busiest])
+    if stat is not None and stat.active_pct > 50.0 and leads(busiest, 0.4):
+        idle = [(n, st) for n, st in p.engines.items() if n in ("VectorE", "ScalarE", "GpSimd") and n != ENGINE_LABELS[busiest] and st.active_pct < 40.0]
+        if idle:
+            hot = max((h for h in p.hot_lines if h["engine"] == ENGINE_LABELS[busiest]), key=lambda h: h["busy_us"], default=None)
+            where = f" (the most at {hot['location']}, {hot['busy_us']:.2f} µs)" if hot else ""
+            others = ", ".join(f"{n} {st.active_pct:.0f}%" for n, st in idle)
+            out.append(f"engine balance: {ENGINE_LABELS[busiest]} is {stat.active_pct:.0f}% busy and does most of the critical path's work{where} "
+                       f"while {others} busy; move part of its element-wise work to them (ScalarE `activation` applies scale and bias too; "
+                       "GpSimd runs the same ALU ops more slowly) so the engines share the time")
     psum_adds = sum(1 for i, _ in pairs if i.op == "tensor_tensor" and any(a.memory == "psum" for a in i.reads))
-    matmuls = sum(1 for i, _ in pairs if i.op == "nc_matmul")
-    if matmuls and psum_adds * 2 >= matmuls:
-        out.append(f"PSUM evacuation: {psum_adds} VectorE tensor_tensor ops read PSUM for {matmuls} matmuls; accumulate several K tiles in PSUM before each evacuation (K blocking)")
+    if matmuls and psum_adds * 2 >= len(matmuls) and leads("vector", 0.1):
+        out.append(f"PSUM evacuation: {psum_adds} VectorE tensor_tensor ops read PSUM for {len(matmuls)} matmuls; accumulate several K tiles in "
+                   "PSUM before each evacuation (K blocking)")
     spill_uids = {uid for uid, rec in allocs.items() if rec.get("memory") in ("hbm", "private_hbm") and rec.get("role") not in ("input", "output")}
     if spill_uids:
         spilled = sum(c.hbm_write for i, c in dma if any(a.region.alloc in spill_uids for a in i.writes))
@@ -240,16 +305,27 @@ def _advice(trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile) ->
             f"{len(timeline.spill_costs)} DMAs ({spill_time / 1e3:.1f} µs of queue time); free or shrink tiles so they fit on chip (Opt #2)"
         )
     if p.bottleneck.startswith("latency"):
-        out.append("latency-bound: no engine is busy more than half the time; double-buffer (allocate tiles inside loops) so iterations overlap, and avoid chains of tiny dependent ops")
+        gap = max(p.idle_gaps, key=lambda g: g["idle_us"], default=None)
+        where = f" (the longest wait: {gap['engine']} for {gap['waiting_for']})" if gap else ""
+        out.append("latency-bound: no engine is busy more than half the time; double-buffer (allocate tiles inside loops) so iterations overlap, "
+                   f"and avoid chains of tiny dependent ops{where}")
     if p.below_speed_of_light:
-        out.append(f"BELOW SPEED OF LIGHT: estimate {p.latency_us} µs < bound {p.sol_latency_us} µs — the kernel skips required work or the model was fooled; this number is not trustworthy")
+        out.append(f"BELOW SPEED OF LIGHT: estimate {p.latency_us} µs < bound {p.sol_latency_us} µs — the kernel skips required work or the model "
+                   "was fooled; this number is not trustworthy")
+    out = list(dict.fromkeys(out))
+    if not out:
+        if p.fraction_of_sol is not None:
+            out.append(f"no advice: the kernel is at {100 * p.fraction_of_sol:.1f}% of its speed of light, limited by {p.bottleneck}")
+        else:
+            out.append(f"no advice: the kernel is at {100 * p.roofline_us / max(p.latency_us, 1e-9):.1f}% of its roofline bound, limited by {p.bottleneck}")
     return out
 
 
-def profile_trace(trace: Trace, target: str | None = None, *, task_flops: float | None = None, sol: SpeedOfLight | None = None) -> tuple[Profile, Timeline]:
+def profile_trace(trace: Trace, target: str | None = None, *, task_flops: float | None = None, sol: SpeedOfLight | None = None,
+                  precision: str = "bfloat16") -> tuple[Profile, Timeline]:
     """Schedule ``trace`` on its target (or ``target``) and build the profile."""
     spec = get_spec(target or trace.target or "trn2")
     tl = schedule(trace, spec)
-    return build_profile(trace, tl, spec, task_flops=task_flops, sol=sol), tl
+    return build_profile(trace, tl, spec, task_flops=task_flops, sol=sol, precision=precision), tl
 
 

@@ -11,7 +11,7 @@ from .profile import ENGINE_LABELS, Profile
 from .specs import HardwareSpec
 from .timeline import Timeline
 
-__all__ = ["summary_text", "chrome_trace", "write_chrome_trace", "plot_png"]
+__all__ = ["chrome_trace", "plot_png", "summary_text", "write_chrome_trace"]
 
 
 def _bar(pct: float, width: int = 20) -> str:
@@ -19,8 +19,26 @@ def _bar(pct: float, width: int = 20) -> str:
     return "█" * filled + "·" * (width - filled)
 
 
+def _path_lines(p: Profile, room: int) -> list[str]:
+    """The critical path in at most ``room`` lines: its head and its tail when it is longer."""
+    steps = p.critical_path
+    def fmt(st: dict[str, Any]) -> str:
+        count = f" ×{st['count']}" if st["count"] > 1 else ""
+        wait = {"operands": "after its operands", "engine": "after its engine", "start": "first"}[st["waits_for"]]
+        return f"  {st['start_us']:8.2f}–{st['end_us']:.2f} µs  {st['engine']:7s} {st['op']}{count} at {st['location']} ({wait})"
+    if len(steps) <= room:
+        return [fmt(st) for st in steps]
+    head = room // 2
+    tail = room - head - 1
+    return [fmt(st) for st in steps[:head]] + [f"  … {len(steps) - head - tail} more steps"] + [fmt(st) for st in steps[-tail:]]
+
+
 def summary_text(p: Profile, max_lines: int = 40) -> str:
-    """A compact summary (≤ ``max_lines`` lines) to show a person or feed back to a model."""
+    """A compact summary (≤ ``max_lines`` lines) to show a person or feed back to a model.
+
+    It says what limits the kernel in the kernel's own lines: the critical path, what each idle
+    engine waited for, how much DMA overlaps compute, then the hottest lines and the advice.
+    """
     lines = [
         f"latency {p.latency_us:,.2f} µs on {p.target} ({p.timing_source}, {p.model_version}), {p.instructions} instructions",
         f"bottleneck: {p.bottleneck}",
@@ -29,25 +47,38 @@ def summary_text(p: Profile, max_lines: int = 40) -> str:
         lines.insert(0, "NOT FAITHFUL: this timing-only run has no data, and the kernel read tensor values into its control flow or "
                         f"addresses (they read 0), so the estimate below may not be the kernel's; profile with data instead. "
                         f"First: {p.unfaithful[0]}")
+    if p.sol_latency_us is not None:
+        lines.append(f"speed of light {p.sol_latency_us:,.2f} µs (the task's minimum work at peak rates) → {100 * (p.fraction_of_sol or 0):.1f}% of it; "
+                     f"roofline {p.roofline_us:,.2f} µs (this kernel's own bytes and FLOPs at peak, {p.roofline_bound})")
+    else:
+        lines.append(f"roofline bound {p.roofline_us:,.2f} µs ({p.roofline_bound}: this kernel's own bytes and FLOPs at peak rates)")
     for name, st in p.engines.items():
         lines.append(f"  {name:8s} {_bar(st.active_pct)} {st.active_pct:5.1f}%  {st.busy_us:,.2f} µs  ({st.instructions} instr)")
     mib = 2**20
+    overlap = f"; {p.dma_overlap_pct:.0f}% of DMA time overlaps compute" if p.dma_overlap_pct is not None else ""
     lines.append(
         f"HBM read {p.hbm_read_bytes / mib:,.2f} MiB, write {p.hbm_write_bytes / mib:,.2f} MiB; {p.dma_count} DMAs by contiguous chunk: "
-        + ", ".join(f"{k} {v}" for k, v in p.dma_histogram.items())
+        + ", ".join(f"{k} {v}" for k, v in p.dma_histogram.items()) + overlap
     )
     if p.flops:
         lines.append(f"matmul {p.flops / 1e9:,.3f} GFLOP: HFU {p.hfu_pct:.1f}%, MFU {p.mfu_pct:.1f}%, arithmetic intensity {p.arithmetic_intensity:,.1f} FLOP/B")
-    lines.append(f"roofline bound {p.roofline_us:,.2f} µs ({p.roofline_bound})")
-    if p.sol_latency_us is not None:
-        lines.append(f"speed of light {p.sol_latency_us:,.2f} µs → {100 * (p.fraction_of_sol or 0):.1f}% of peak")
+    tail: list[str] = []
+    if p.idle_gaps:
+        tail.append("idle engines (longest waits; what they waited for):")
+        for g in p.idle_gaps:
+            times = f"{g['start_us']:.2f}–{g['end_us']:.2f} µs" if g["count"] == 1 else f"{g['idle_us']:.2f} µs in {g['count']} gaps within {g['start_us']:.2f}–{g['end_us']:.2f} µs"
+            tail.append(f"  {g['engine']} idle {times} waiting for {g['waiting_for']}")
     if p.hot_lines:
-        lines.append("hottest lines:")
-        for h in p.hot_lines:
-            lines.append(f"  {h['location']}  {h['engine']} {h['busy_us']:,.2f} µs × {h['count']}")
+        tail.append("hottest lines:")
+        tail.extend(f"  {h['location']}  {h['engine']} {h['busy_us']:,.2f} µs × {h['count']}" for h in p.hot_lines)
     if p.advice:
-        lines.append("advice:")
-        lines.extend(f"  - {a}" for a in p.advice)
+        tail.append("advice:")
+        tail.extend(f"  - {a}" for a in p.advice)
+    if p.critical_path:
+        room = max(3, max_lines - len(lines) - len(tail) - 1)
+        lines.append(f"critical path ({len(p.critical_path)} steps, first to last; each starts after its operands or its engine):")
+        lines.extend(_path_lines(p, min(room, 10)))
+    lines.extend(tail)
     if len(lines) > max_lines:
         lines = lines[: max_lines - 1] + [f"  … {len(lines) - max_lines + 1} more lines"]
     return "\n".join(lines)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["HardwareSpec", "SPECS", "get_spec", "MODEL_VERSION"]
+__all__ = ["MODEL_VERSION", "SPECS", "HardwareSpec", "get_spec"]
 
 #: Bumped whenever a formula or constant changes, so stored estimates say which model made them.
 MODEL_VERSION = "nkiagent-cost-0.3"  # 0.3: DMA descriptors per index, HBM→HBM both ways, no sync compute lane (issue 18)

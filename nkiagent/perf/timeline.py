@@ -38,6 +38,9 @@ class Event:
     end_ns: float  #: when its result is visible
     queues: tuple[int, ...] = ()
     location: str = ""
+    ready_ns: float = 0.0  #: when its operands were ready (its dependences had ended)
+    free_ns: float = 0.0  #: when its engine (or its DMA queues) were free again
+    after: int = -1  #: the event (index in ``Timeline.events``) whose end made it ready; -1: none
 
 
 @dataclass
@@ -59,10 +62,11 @@ class Timeline:
 class _Space:
     """Dependence tracking for one address space: entries bucketed by coarse granules.
 
-    An entry is ``[last write end, last read end, engine of that write, engine of that read]``.
+    An entry is ``[last write end, last read end, engine of that write, engine of that read,
+    event of that write, event of that read]`` (events by index, for the critical path).
     """
 
-    __slots__ = ("entries", "grid", "prow", "pbyte", "gcache")
+    __slots__ = ("entries", "gcache", "grid", "pbyte", "prow")
 
     def __init__(self, prow: int, pbyte: int) -> None:
         self.entries: dict[tuple[int, int, int, int], list[Any]] = {}
@@ -83,10 +87,12 @@ class _Space:
             self.gcache[key] = g
         return g
 
-    def ready(self, key: tuple[int, int, int, int], write: bool, same: bool = False, granules: list[tuple[int, int]] | None = None) -> tuple[float, float]:
+    def ready(self, key: tuple[int, int, int, int], write: bool, same: bool = False,
+              granules: list[tuple[int, int]] | None = None) -> tuple[float, float, int]:
         """When an access to ``key`` may start: after overlapping writes (and, for a write, reads).
 
-        Returns ``(ready, ready_signalled)``: the second counts only producers that signal the
+        Returns ``(ready, ready_signalled, event)``: ``event`` is the one that ends last (-1: none);
+        ``ready_signalled`` counts only producers that signal the
         consumer through a semaphore, i.e. all but TensorE → TensorE (back-to-back matmuls
         accumulating into one PSUM bank are pipelined by the engine itself, §3.4 / §4.3); ``same``
         says the access is TensorE's.
@@ -94,6 +100,7 @@ class _Space:
         p_lo, p_hi, b_lo, b_hi = key
         t = 0.0
         ts = 0.0
+        who = -1
         entries = self.entries
         grid = self.grid
         if granules is None:
@@ -110,29 +117,30 @@ class _Space:
             if k[0] <= p_hi and p_lo <= k[1] and k[2] < b_hi and b_lo < k[3]:
                 e = entries[k]
                 if e[0] > t:
-                    t = e[0]
+                    t, who = e[0], e[4]
                 if e[0] > ts and not (same and e[2] == "tensor"):
                     ts = e[0]
                 if write:
                     if e[1] > t:
-                        t = e[1]
+                        t, who = e[1], e[5]
                     if e[1] > ts and not (same and e[3] == "tensor"):
                         ts = e[1]
-        return t, ts
+        return t, ts, who
 
-    def update(self, key: tuple[int, int, int, int], end: float, write: bool, engine: str = "", granules: list[tuple[int, int]] | None = None) -> None:
+    def update(self, key: tuple[int, int, int, int], end: float, write: bool, engine: str = "",
+               granules: list[tuple[int, int]] | None = None, event: int = -1) -> None:
         e = self.entries.get(key)
         if e is None:
-            e = [0.0, 0.0, "", ""]
+            e = [0.0, 0.0, "", "", -1, -1]
             self.entries[key] = e
             for g in granules if granules is not None else self._granules(key):
                 self.grid.setdefault(g, set()).add(key)
         if write:
             if end >= e[0]:
-                e[0], e[2] = end, engine
+                e[0], e[2], e[4] = end, engine, event
             self._prune(key, end, granules)
         elif end >= e[1]:
-            e[1], e[3] = end, engine
+            e[1], e[3], e[5] = end, engine, event
 
     def _prune(self, key: tuple[int, int, int, int], end: float, granules: list[tuple[int, int]] | None = None) -> None:
         """Drop entries a newer write fully covers (they are ordered before it already)."""
@@ -314,21 +322,20 @@ def _schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
             if key is not None:
                 known[key] = cost
         ready = signalled = 0.0
+        after = -1
         engine = cost.engine
         tensor = engine == "tensor"
         for _, sp, key, granules in rf:
             if sp is not None:
-                t, ts = sp.ready(key, False, tensor, granules)
+                t, ts, who = sp.ready(key, False, tensor, granules)
                 if t > ready:
-                    ready = t
-                if ts > signalled:
-                    signalled = ts
+                    ready, after = t, who
+                signalled = max(signalled, ts)
         for _, sp, key, granules in wf:
-            t, ts = sp.ready(key, True, tensor, granules)
+            t, ts, who = sp.ready(key, True, tensor, granules)
             if t > ready:
-                ready = t
-            if ts > signalled:
-                signalled = ts
+                ready, after = t, who
+            signalled = max(signalled, ts)
         dur = cost.busy_ns
         if engine == "dma":
             if lockstep and cost.queues == len(queues):
@@ -357,14 +364,14 @@ def _schedule(trace: Trace, spec: HardwareSpec) -> Timeline:
             used = ()
         end = finish + cost.latency_ns - dur if engine == "dma" else start + cost.latency_ns
         busy[engine] += dur
+        me = len(events)
         for _, sp, key, granules in rf:
             if sp is not None:
-                sp.update(key, end, False, engine, granules)
+                sp.update(key, end, False, engine, granules, me)
         for _, sp, key, granules in wf:
-            sp.update(key, end, True, engine, granules)
-        if end > latency:
-            latency = end
-        events.append(Event(ins.seq, ins.op, engine, start, dur, end, used, ins.location))
+            sp.update(key, end, True, engine, granules, me)
+        latency = max(latency, end)
+        events.append(Event(ins.seq, ins.op, engine, start, dur, end, used, ins.location, ready, finish if engine == "dma" else start + dur, after))
         return cost
 
     spills: list[Cost] = []

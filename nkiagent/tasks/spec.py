@@ -107,6 +107,10 @@ class Task:
     #: rejects a kernel whose stream changes between two inputs of one shape. When on, the
     #: reported latency is the worst over the visible shape's runs.
     data_dependent: bool = False
+    #: The narrowest floating-point type the task's arithmetic may use: ``"bfloat16"`` lets a
+    #: kernel cast fp32 operands to bf16 (TensorE's full rate); ``"float32"`` says the tolerance
+    #: needs fp32 throughout, and the profile never advises a narrower type.
+    precision: str = "bfloat16"
 
     # -- shapes ---------------------------------------------------------------------------------
     def input_shapes(self, dims: Dims | None = None) -> list[tuple[int, ...]]:

@@ -96,7 +96,7 @@ def _profile(trace: Trace, task: Task, target: str, dims: dict[str, int]) -> Any
     work = task.work(dims)
     sol = speed_of_light(get_spec(target), matmul_flops=work["matmul_flops"], vector_elems=work["vector_elems"],
                          scalar_elems=work["scalar_elems"], hbm_bytes=work["hbm_bytes"])
-    prof, _ = profile_trace(trace, target, task_flops=work["matmul_flops"] or None, sol=sol)
+    prof, _ = profile_trace(trace, target, task_flops=work["matmul_flops"] or None, sol=sol, precision=task.precision)
     return prof
 
 
@@ -397,7 +397,7 @@ def _fill_profile(res: EvalResult, prof: Any) -> None:
 
     pd = prof.to_dict()
     res.profile = {k: pd[k] for k in ("engines", "bottleneck", "hbm_read_bytes", "hbm_write_bytes", "dma_count", "flops", "mfu_pct", "advice",
-                                      "hot_lines", "instructions")}
+                                      "hot_lines", "instructions", "critical_path", "idle_gaps", "dma_overlap_pct")}
     res.profile["summary"] = summary_text(prof)
     res.model_version = prof.model_version
     res.sol_latency_us = prof.sol_latency_us

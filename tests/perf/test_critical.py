@@ -1,0 +1,100 @@
+"""What the profile tells a model: the critical path and idle engines in the kernel's lines, advice that fits the task."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+import nkiagent.emu as emu
+from nkiagent.perf import profile_trace
+from nkiagent.perf.report import summary_text
+
+HERE = __file__
+
+
+def _line(fn, text: str) -> str:
+    """``file:line`` of the first line of ``fn`` containing ``text``."""
+    src, first = inspect.getsourcelines(fn)
+    return f"{HERE}:{first + next(k for k, s in enumerate(src) if text in s)}"
+
+
+def load_then_chain(x):
+    """One big load, then a dependent chain on VectorE and ScalarE, then a store."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    t = nl.ndarray((128, 4096), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)  # the big load
+    u = nl.ndarray((128, 4096), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=u, data=t, op0=nl.multiply, operand0=2.0)  # VectorE
+    v = nl.ndarray((128, 4096), nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=v, op=nl.exp, data=u)  # ScalarE
+    out = nl.ndarray((128, 4096), nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=v)  # the store
+    return out
+
+
+def _profile(kernel, args, **kw):
+    trace = emu.Trace()
+    emu.run_kernel(kernel, args, target="trn2", trace=trace)
+    return profile_trace(trace, "trn2", **kw)
+
+
+def test_the_critical_path_runs_through_every_dependent_step_in_the_kernels_lines() -> None:
+    prof, tl = _profile(load_then_chain, (np.ones((128, 4096), np.float32),))
+    steps = prof.critical_path
+    assert [(s["engine"], s["location"]) for s in steps] == [
+        ("DMA", _line(load_then_chain, "the big load")),
+        ("VectorE", _line(load_then_chain, "# VectorE")),
+        ("ScalarE", _line(load_then_chain, "# ScalarE")),
+        ("DMA", _line(load_then_chain, "the store")),
+    ]
+    assert [s["waits_for"] for s in steps] == ["start", "operands", "operands", "operands"]
+    assert steps[0]["start_us"] == 0.0 and steps[-1]["end_us"] == prof.latency_us
+    assert all(a["end_us"] <= b["start_us"] + 1e-3 for a, b in zip(steps, steps[1:]))
+
+
+def test_an_idle_engine_names_the_instruction_it_waits_for() -> None:
+    prof, _ = _profile(load_then_chain, (np.ones((128, 4096), np.float32),))
+    vec = next(g for g in prof.idle_gaps if g["engine"] == "VectorE")
+    assert vec["start_us"] == 0.0 and vec["count"] == 1
+    assert vec["waiting_for"].startswith(f"dma_copy at {_line(load_then_chain, 'the big load')} (DMA)")
+    text = summary_text(prof)
+    assert f"VectorE idle 0.00–{vec['end_us']:.2f} µs waiting for dma_copy at {_line(load_then_chain, 'the big load')}" in text
+    assert len(text.splitlines()) <= 40
+
+
+def fp32_matmuls(a, b):
+    import nki.isa as nisa
+    import nki.language as nl
+
+    out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+    s = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+    m = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=s, src=a)
+    nisa.dma_copy(dst=m, src=b)
+    p = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
+    for _ in nl.affine_range(64):
+        nisa.nc_matmul(dst=p, stationary=s, moving=m)
+    r = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=r, src=p)
+    nisa.dma_copy(dst=out, src=r)
+    return out
+
+
+def test_advice_never_suggests_a_precision_the_task_forbids() -> None:
+    args = (np.ones((128, 128), np.float32), np.ones((128, 512), np.float32))
+    free, _ = _profile(fp32_matmuls, args)
+    assert any(a.startswith("fp32 matmul") for a in free.advice)
+    strict, _ = _profile(fp32_matmuls, args, precision="float32")
+    assert not any("bfloat16" in a or a.startswith("fp32 matmul") for a in strict.advice)
+    assert strict.advice  # never an empty section
+
+
+def test_advice_is_never_empty_and_never_repeats() -> None:
+    for kernel, args in ((load_then_chain, (np.ones((128, 4096), np.float32),)),
+                         (fp32_matmuls, (np.ones((128, 128), np.float32), np.ones((128, 512), np.float32)))):
+        for precision in ("bfloat16", "float32"):
+            prof, _ = _profile(kernel, args, precision=precision)
+            assert prof.advice and len(prof.advice) == len(set(prof.advice))
