@@ -24,7 +24,7 @@ from .prompts import render
 from .tools import AgentContext, ToolRegistry, compact_evaluation
 from .types import Model, ModelTurn, ToolCall, TurnCancelled, Usage
 
-__all__ = ["AgentState", "Runtime", "Budget", "build_graph"]
+__all__ = ["AgentState", "Budget", "Runtime", "build_graph"]
 
 MAX_NUDGES = 3
 
@@ -38,6 +38,7 @@ class AgentState(TypedDict, total=False):
     stop_reason: str
     usage: dict[str, float]
     best: dict[str, Any] | None
+    result: dict[str, Any] | None  #: the submitted kernel's full verification: the session's result
     nudges: int
 
 
@@ -163,20 +164,31 @@ def build_graph(rt: Runtime, checkpointer: Any = None) -> Any:
         return {**update, "nudges": 0}
 
     def tools_node(state: AgentState) -> dict[str, Any]:
+        """Run the turn's tool calls in order. Edit calls build one proposal (one file): each applies to
+        the text the previous ones proposed; the calls after the first edit wait until it is decided
+        (``apply`` runs them, so they see the kernel the edits made) and every result keeps its place."""
         last = state["messages"][-1]
         out: list[dict[str, Any]] = []
-        pending = None
-        done, stop = False, ""
+        pending: dict[str, Any] | None = None
+        done, stop, result = False, "", None
         best = state.get("best")
+        rt.ctx.proposed.clear()
         for call in _calls(last):
-            if pending is not None:
-                out.append(_tool_message(call.id, "skipped: an edit is waiting for review; call this again afterwards"))
+            spec = rt.tools.specs.get(call.name)
+            if pending is not None and not (spec is not None and spec.proposes_edit and not call.error):
+                pending["later"].append({"id": call.id, "name": call.name, "arguments": call.arguments, "error": call.error})
                 continue
             rt.emit("tool_call", turn=state.get("turn", 0), id=call.id, name=call.name, arguments=call.arguments)
             if call.error:
-                result_text, ok = f"error: {call.error}", False
+                result_text = f"error: {call.error}"
                 rt.emit("tool_result", id=call.id, name=call.name, ok=False, content=result_text)
                 out.append(_tool_message(call.id, result_text))
+                continue
+            if pending is not None and call.arguments.get("path") not in (None, pending["path"]):
+                result_text = (f"error: not proposed: this turn's proposal already edits {pending['path']}; a proposal holds one file — "
+                               f"edit {call.arguments.get('path')} in the next turn")
+                rt.emit("tool_result", id=call.id, name=call.name, ok=False, content=result_text)
+                pending["later"].append({"id": call.id, "name": call.name, "arguments": call.arguments, "error": result_text})
                 continue
             res = rt.tools.call(rt.ctx, call.name, call.arguments)
             rt.emit("tool_result", id=call.id, name=call.name, ok=res.ok, content=res.content[:20000],
@@ -184,19 +196,32 @@ def build_graph(rt: Runtime, checkpointer: Any = None) -> Any:
             if "evaluation" in res.data:
                 best = _record_evaluation(rt, {**state, "best": best}, res.data["evaluation"], call.arguments.get("path", ""))
             if res.edit is not None:
-                from .hunks import diff_hunks, unified_diff
-
                 edit = res.edit
-                hunks = diff_hunks(edit["old"], edit["new"], edit["path"])
-                pending = {**edit, "tool_call_id": call.id, "diff": unified_diff(edit["old"], edit["new"], edit["path"]), "hunks": len(hunks)}
-                rt.emit("edit_proposed", turn=state.get("turn", 0), path=edit["path"], diff=pending["diff"], hunks=len(hunks), tool_call_id=call.id)
+                rt.ctx.proposed[edit["path"]] = edit["new"]
+                if pending is None:
+                    pending = {"path": edit["path"], "old": edit["old"], "new": edit["new"], "calls": [call.id], "later": []}
+                else:
+                    pending["new"] = edit["new"]
+                    pending["calls"].append(call.id)
+                    pending["later"].append({"id": call.id, "part": len(pending["calls"])})
+                continue
+            if not res.ok and pending is not None:
+                pending["later"].append({"id": call.id, "error": res.content})
                 continue
             out.append(_tool_message(call.id, res.content))
             if res.submitted:
                 done, stop = True, f"submitted: {res.data.get('summary', '')}"
+                result = _result(res.data)
+        if pending is not None:
+            from .hunks import diff_hunks, unified_diff
+
+            hunks = diff_hunks(pending["old"], pending["new"], pending["path"])
+            pending.update(tool_call_id=pending["calls"][0], diff=unified_diff(pending["old"], pending["new"], pending["path"]), hunks=len(hunks))
+            rt.emit("edit_proposed", turn=state.get("turn", 0), path=pending["path"], diff=pending["diff"], hunks=len(hunks),
+                    tool_call_id=pending["tool_call_id"], edit_calls=len(pending["calls"]))
         update: dict[str, Any] = {"messages": out, "pending": pending, "best": best}
         if done:
-            update.update(done=True, stop_reason=stop)
+            update.update(done=True, stop_reason=stop, result=result)
         return update
 
     def review_node(state: AgentState) -> dict[str, Any]:
@@ -219,6 +244,7 @@ def build_graph(rt: Runtime, checkpointer: Any = None) -> Any:
         p = state["pending"]
         d = state["decision"] or {"action": "reject"}
         assert p is not None
+        rt.ctx.proposed.clear()
         new_text = None
         if d["action"] == "accept":
             new_text = p["new"]
@@ -229,6 +255,8 @@ def build_graph(rt: Runtime, checkpointer: Any = None) -> Any:
         elif d["action"] == "edit":
             new_text = d["content"]
         commit, evaluation_text, refused = None, "", ""
+        best = state.get("best")
+        evaluated = False
         if new_text is not None:
             try:
                 commit = rt.ctx.workspace.write(p["path"], new_text, rt.session.id, f"nkiagent: {d['action']} edit to {p['path']}")
@@ -241,13 +269,39 @@ def build_graph(rt: Runtime, checkpointer: Any = None) -> Any:
                     ev = rt.ctx.evaluate(p["path"])
                     best = _record_evaluation(rt, state, ev, p["path"])
                     evaluation_text = compact_evaluation(ev)
-                    content = render("feedback.md.j2", None, decision=d, path=p["path"], total=p["hunks"], commit=commit or "", evaluation=evaluation_text)
-                    return {"messages": [_tool_message(p["tool_call_id"], content)], "pending": None, "decision": None, "best": best}
+                    evaluated = True
+        n = len(p.get("calls", [p["tool_call_id"]]))
         if refused:
             content = f"The edit to {p['path']} was not applied: {refused}"
         else:
-            content = render("feedback.md.j2", None, decision=d, path=p["path"], total=p["hunks"], commit=commit or "", evaluation="")
-        return {"messages": [_tool_message(p["tool_call_id"], content)], "pending": None, "decision": None}
+            content = render("feedback.md.j2", None, decision=d, path=p["path"], total=p["hunks"], commit=commit or "", evaluation=evaluation_text)
+        if n > 1:
+            content = f"Your {n} edit calls to {p['path']} in this turn were reviewed as one proposal. " + content
+        messages = [_tool_message(p["tool_call_id"], content)]
+        done, stop, update_result = False, "", None
+        for later in p.get("later", []):
+            if "part" in later:
+                messages.append(_tool_message(later["id"], f"edit call {later['part']} of {n}: part of the proposal above (the result of the first edit call)"))
+            elif "name" not in later or later.get("error"):
+                messages.append(_tool_message(later["id"], later.get("error") or "error"))
+            elif evaluated and later["name"] == "evaluate" and later["arguments"].get("path") == p["path"]:
+                messages.append(_tool_message(later["id"], f"{p['path']} was evaluated once, after this turn's edits were applied: "
+                                                           "see the result of the first edit call"))
+            else:
+                rt.emit("tool_call", turn=state.get("turn", 0), id=later["id"], name=later["name"], arguments=later["arguments"])
+                res = rt.tools.call(rt.ctx, later["name"], later["arguments"])
+                rt.emit("tool_result", id=later["id"], name=later["name"], ok=res.ok, content=res.content[:20000],
+                        data={k: v for k, v in res.data.items() if k != "evaluation"})
+                if "evaluation" in res.data:
+                    best = _record_evaluation(rt, {**state, "best": best}, res.data["evaluation"], later["arguments"].get("path", ""))
+                messages.append(_tool_message(later["id"], res.content))
+                if res.submitted:
+                    done, stop = True, f"submitted: {res.data.get('summary', '')}"
+                    update_result = _result(res.data)
+        update: dict[str, Any] = {"messages": messages, "pending": None, "decision": None, "best": best}
+        if done:
+            update.update(done=True, stop_reason=stop, result=update_result)
+        return update
 
     def after_model(state: AgentState) -> str:
         if state.get("done"):
@@ -290,6 +344,13 @@ def _normalize_decision(raw: Any, n_hunks: int) -> dict[str, Any]:
         action = "reject"
     d["action"] = action if action in ("accept", "reject", "partial", "edit", "dry-run") else "reject"
     return d
+
+
+def _result(data: dict[str, Any]) -> dict[str, Any]:
+    """The session's result from a submit's data: the file and its full verification."""
+    ev = data.get("evaluation") or {}
+    return {"path": data.get("path", ""), "verdict": ev.get("verdict"), "latency_us": ev.get("latency_us"), "speedup": ev.get("speedup"),
+            "code_sha256": ev.get("code_sha256"), "timing_source": ev.get("timing_source"), "reasons": ev.get("reasons", [])[:3]}
 
 
 def _record_evaluation(rt: Runtime, state: AgentState, ev: dict[str, Any], path: str) -> dict[str, Any] | None:

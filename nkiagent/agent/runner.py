@@ -50,6 +50,11 @@ class SessionOutcome:
         return self.state.get("best")
 
     @property
+    def result(self) -> dict[str, Any] | None:
+        """The submitted kernel's full verification (``None`` when the session ended without a submit)."""
+        return self.state.get("result")
+
+    @property
     def stop_reason(self) -> str:
         return self.state.get("stop_reason", "")
 
@@ -197,7 +202,7 @@ def drive(rt: Runtime, graph: Any, first: Any, review: Callable[[dict[str, Any]]
             payload = None
             continue
         state = dict(snap.values)
-        rt.emit("session_end", stop_reason=state.get("stop_reason", ""), best=state.get("best"), usage=state.get("usage"),
+        rt.emit("session_end", stop_reason=state.get("stop_reason", ""), best=state.get("best"), result=state.get("result"), usage=state.get("usage"),
                 turns=state.get("turn", 0))
         return SessionOutcome(rt.session, state)
 

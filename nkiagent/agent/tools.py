@@ -33,15 +33,28 @@ class AgentContext:
     target: str = "trn2"
     verify_seeds: int = VISIBLE_SEEDS
     evaluations: list[dict[str, Any]] = field(default_factory=list)
+    #: files as this turn's edits left them (several edit calls in one turn build one proposal:
+    #: each applies to the text the previous ones proposed); emptied when the proposal is decided
+    proposed: dict[str, str] = field(default_factory=dict)
+    #: every kernel evaluated in this session by its code hash, so an earlier version can be read
+    #: again after the conversation was condensed (``read_file`` with ``version``)
+    kernels: dict[str, str] = field(default_factory=dict)
+
+    def text(self, path: str) -> str:
+        """A file as this turn's proposal has it, else as the workspace has it."""
+        return self.proposed[path] if path in self.proposed else self.workspace.read(path)
 
     def evaluate(self, path: str, seeds: int | None = None, hidden: bool = True) -> dict[str, Any]:
         from ..verify.verifier import VerifyOptions, verify
 
         where = self.workspace.resolve(path)
+        source = self.workspace.read(path)
         res = verify(where, self.task, self.target, VerifyOptions(seeds=seeds or self.verify_seeds, hidden=hidden))
         # the model knows its files by their workspace paths: name kernel lines that way
         out: dict[str, Any] = json.loads(json.dumps(res.to_dict()).replace(json.dumps(str(where))[1:-1], json.dumps(path)[1:-1]))
         self.evaluations.append(out)
+        if out.get("code_sha256"):
+            self.kernels[out["code_sha256"]] = source
         return out
 
 
@@ -104,19 +117,27 @@ def list_files(ctx: AgentContext, path: str = ".") -> ToolResult:
     return ToolResult("\n".join(files) if files else "(no files)", data={"files": files})
 
 
-def read_file(ctx: AgentContext, path: str) -> ToolResult:
-    text = ctx.workspace.read(path)
+def read_file(ctx: AgentContext, path: str, version: str | None = None) -> ToolResult:
+    if version:
+        found = sorted(sha for sha in ctx.kernels if sha.startswith(version.lower()))
+        if len(found) != 1:
+            known = ", ".join(sha[:12] for sha in ctx.kernels) or "none yet"
+            what = "no" if not found else f"{len(found)}"
+            return ToolResult(f"error: {what} evaluated kernel version starts with {version!r}; versions: {known}", ok=False)
+        text = ctx.kernels[found[0]]
+    else:
+        text = ctx.workspace.read(path)
     numbered = "\n".join(f"{i:4d}  {line}" for i, line in enumerate(text.splitlines(), 1))
     return ToolResult(numbered, data={"path": path, "chars": len(text)})
 
 
 def write_file(ctx: AgentContext, path: str, content: str) -> ToolResult:
-    old = ctx.workspace.read(path) if ctx.workspace.exists(path) else ""
+    old = ctx.text(path) if path in ctx.proposed or ctx.workspace.exists(path) else ""
     return ToolResult(f"proposed a new version of {path} ({len(content.splitlines())} lines)", edit={"path": path, "old": old, "new": content})
 
 
 def edit_file(ctx: AgentContext, path: str, old: str, new: str) -> ToolResult:
-    text = ctx.workspace.read(path)
+    text = ctx.text(path)
     count = text.count(old) if old else 0
     if count != 1:
         where = "does not occur" if count == 0 else f"occurs {count} times"
@@ -126,7 +147,8 @@ def edit_file(ctx: AgentContext, path: str, old: str, new: str) -> ToolResult:
 
 def compact_evaluation(ev: dict[str, Any]) -> str:
     """The evaluation a model needs to act: verdict, reasons with file:line, numbers with their source, profile summary."""
-    lines = [f"verdict: {ev['verdict']} (task {ev['task']}, target {ev['target']})"]
+    lines = [f"verdict: {ev['verdict']} (task {ev['task']}, target {ev['target']})"
+             + (f"; kernel version {ev['code_sha256'][:12]}" if ev.get("code_sha256") else "")]
     lines += [f"- {r}" for r in ev.get("reasons", [])[:8]]
     if ev.get("latency_us") is not None:
         lines.append(f"latency: {ev['latency_us']:.3f} µs ({ev.get('timing_source')}, {ev.get('model_version')})")
@@ -190,5 +212,7 @@ def nki_docs(ctx: AgentContext, query: str) -> ToolResult:
 
 
 def submit(ctx: AgentContext, path: str, summary: str) -> ToolResult:
-    ctx.workspace.read(path)  # must exist inside the workspace
-    return ToolResult(f"submitted {path}", submitted=True, data={"path": path, "summary": summary})
+    """End the session; its result is the submitted file verified again with the full protocol (every seed and hidden shape)."""
+    ev = ctx.evaluate(path)
+    return ToolResult(f"submitted {path}; its full verification (the session's result):\n{compact_evaluation(ev)}", ok=ev["verdict"] == "pass",
+                      submitted=True, data={"path": path, "summary": summary, "evaluation": ev})

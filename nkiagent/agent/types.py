@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Message", "ToolCall", "Usage", "ModelTurn", "Model", "ToolSpec", "ToolResult", "ToolContext", "TurnCancelled"]
+__all__ = ["Message", "Model", "ModelTurn", "ToolCall", "ToolContext", "ToolResult", "ToolSpec", "TurnCancelled", "Usage"]
 
 Message = dict[str, Any]
 

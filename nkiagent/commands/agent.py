@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["run_run", "run_demo", "run_sessions", "run_undo", "run_ui", "Progress"]
+__all__ = ["Progress", "run_demo", "run_run", "run_sessions", "run_ui", "run_undo"]
 
 
 class Progress:
@@ -64,7 +64,7 @@ def _config(args: argparse.Namespace, workspace: Path, model: str, approve: str)
                          kernel_path=getattr(args, "kernel", None))
 
 
-def _summary(outcome: Any, t0: float, as_json: bool) -> None:
+def _summary(outcome: Any, t0: float, as_json: bool, workspace: Path) -> None:
     state = outcome.state
     best = state.get("best")
     usage = state.get("usage", {})
@@ -74,13 +74,34 @@ def _summary(outcome: Any, t0: float, as_json: bool) -> None:
         print(json.dumps(summary, indent=2))
         return
     print(f"\nsession {summary['session']} finished after {summary['turns']} turns: {summary['stop_reason']}")
+    result = state.get("result")
+    if result:
+        if result.get("verdict") == "pass" and result.get("latency_us") is not None:
+            speed = f", speedup {result['speedup']:.3f}× vs the task baseline" if result.get("speedup") else ""
+            print(f"submitted: {result['path']} — pass, {result['latency_us']:,.2f} µs ({result.get('timing_source') or 'emulator-estimate'}){speed} "
+                  "(full verification)")
+        else:
+            print(f"submitted: {result['path']} — {result.get('verdict')} in its full verification: {'; '.join(result.get('reasons') or [])}")
     if best:
-        print(f"best kernel: {best['path']} — {best['latency_us']:,.2f} µs ({best.get('timing_source') or 'emulator-estimate'}), "
-              f"speedup {best['speedup']:.3f}× vs the task baseline")
+        here = _holds(workspace, best)
+        print(f"best evaluated kernel: version {str(best.get('code_sha256'))[:12]} — {best['latency_us']:,.2f} µs "
+              f"({best.get('timing_source') or 'emulator-estimate'}), speedup {best['speedup']:.3f}× vs the task baseline; "
+              + (f"{best['path']} holds it" if here else f"{best['path']} now holds another version (sessions/<id>/kernels/ keeps this one)"))
     else:
         print("no kernel passed verification")
     print(f"tokens {usage.get('prompt_tokens', 0) + usage.get('completion_tokens', 0)}, cost ${usage.get('cost_usd', 0.0):.4f}")
     print(f"session written to {summary['session_dir']}")
+
+
+def _holds(workspace: Path, best: dict[str, Any]) -> bool:
+    """Whether the best kernel's file in the repository still has the best kernel's code."""
+    import hashlib
+
+    try:
+        text = (workspace / best["path"]).read_text()
+    except OSError:
+        return False
+    return hashlib.sha256(text.encode()).hexdigest() == best.get("code_sha256")
 
 
 def run_run(args: argparse.Namespace) -> int:
@@ -98,7 +119,7 @@ def run_run(args: argparse.Namespace) -> int:
         print(f"nkiagent run: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
         return 2
     outcome = drive(rt, graph, first)
-    _summary(outcome, t0, args.json)
+    _summary(outcome, t0, args.json, rt.ctx.workspace.root)
     return 0 if outcome.best else 1
 
 
@@ -126,7 +147,7 @@ def run_demo(args: argparse.Namespace) -> int:
     ns = argparse.Namespace(task=args.task, target=args.target, max_turns=args.max_turns, kernel=None)
     rt, graph, first = start_session(_config(ns, ws, "builtin/tuner", "auto"), Progress(quiet=args.json))
     outcome = drive(rt, graph, first)
-    _summary(outcome, t0, args.json)
+    _summary(outcome, t0, args.json, rt.ctx.workspace.root)
     return 0 if outcome.best and (outcome.best.get("speedup") or 0) > 1.0 else 1
 
 
@@ -171,7 +192,7 @@ def run_sessions(args: argparse.Namespace) -> int:
     t0 = time.time()
     rt, graph = resume_session(session.dir, Progress(), approve=args.approve)
     outcome = drive(rt, graph, None)
-    _summary(outcome, t0, False)
+    _summary(outcome, t0, False, rt.ctx.workspace.root)
     return 0
 
 

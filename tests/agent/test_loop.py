@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -114,6 +115,57 @@ def test_partial_acceptance_lands_exactly_the_chosen_hunks_and_feedback_reaches_
     assert outcome.stop_reason.startswith("submitted")
     # an evaluation followed the applied edit and was recorded
     assert any(e["type"] == "evaluation" and e["result"]["verdict"] == "pass" for e in events)
+
+
+def test_edits_in_one_turn_are_one_proposal_reviewed_applied_and_evaluated_once(tmp_path: Path) -> None:
+    ws = _repo(tmp_path)
+    path = "kernels/vector_add.py"
+    calls = [{"name": "read_file", "arguments": {"path": path}},
+             {"name": "edit_file", "arguments": {"path": path, "old": "COLS = 128", "new": "COLS = 256"}},
+             {"name": "evaluate", "arguments": {"path": path}},
+             {"name": "edit_file", "arguments": {"path": path, "old": "COLS = 256", "new": "COLS = 512"}},  # on top of the first
+             {"name": "edit_file", "arguments": {"path": path, "old": "ROWS = 1", "new": "ROWS = 2"}},
+             {"name": "read_file", "arguments": {"path": path}}]
+    model = _script(tmp_path, [{"content": "two edits", "tool_calls": calls}, SUBMIT])
+    seen: list[dict[str, Any]] = []
+
+    def review(payload: dict[str, Any]) -> dict[str, Any]:
+        seen.append(payload)
+        return {"action": "accept"}
+
+    rt, graph, first = start_session(_config(ws, model, "ask"))
+    outcome = drive(rt, graph, first, review)
+    assert len(seen) == 1 and len(seen[0]["hunks"]) == 2  # one review: COLS and ROWS
+    text = (ws / "kernels" / "vector_add.py").read_text()
+    assert "COLS = 512" in text and "ROWS = 2" in text
+    events = read_events(outcome.session.events_path)
+    assert [e["turn"] for e in events if e["type"] == "evaluation"] == [1, 2]  # once after the edits landed, once for the submit
+    second = [e for e in events if e["type"] == "model_request"][1]["messages"]
+    answered = [m for m in second if m["role"] == "tool"]
+    ids = [c["id"] for c in next(m for m in second if m.get("tool_calls"))["tool_calls"]]
+    assert [m["tool_call_id"] for m in answered] == ids  # every call answered, in call order
+    assert "2 edit calls" not in answered[1]["content"] and "Your 3 edit calls" in answered[1]["content"]
+    assert "evaluated once" in answered[2]["content"] and "verdict: pass" in answered[1]["content"]
+    assert "COLS = 128" in answered[0]["content"] and "COLS = 512" in answered[5]["content"]  # the last read sees the edits
+
+
+def test_submit_verifies_the_file_again_and_that_is_the_sessions_result(tmp_path: Path) -> None:
+    ws = _repo(tmp_path)
+    model = _script(tmp_path, [_edit("COLS = 128", "COLS = 256"), _edit("op=nl.add", "op=nl.multiply"), SUBMIT])
+    rt, graph, first = start_session(_config(ws, model, "auto"))
+    outcome = drive(rt, graph, first)
+    # the best evaluated kernel is the first edit; the file now holds the wrong second one, and the submit says so
+    assert outcome.best is not None and outcome.result is not None
+    assert outcome.result["verdict"] == "fail" and outcome.result["code_sha256"] != outcome.best["code_sha256"]
+    assert outcome.result["code_sha256"] == hashlib.sha256((ws / "kernels" / "vector_add.py").read_bytes()).hexdigest()
+    events = read_events(outcome.session.events_path)
+    assert next(e for e in events if e["type"] == "session_end")["result"]["verdict"] == "fail"
+    # the first version can still be read by its version id after the file changed
+    rt.ctx.workspace.write("kernels/vector_add.py", KERNEL, outcome.session.id)
+    from nkiagent.agent.tools import read_file
+
+    shown = read_file(rt.ctx, "kernels/vector_add.py", version=outcome.best["code_sha256"][:12])
+    assert shown.ok and "COLS = 256" in shown.content and "op=nl.add" in shown.content
 
 
 def test_user_work_is_untouched_and_never_mode_is_a_dry_run(tmp_path: Path) -> None:

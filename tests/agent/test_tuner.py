@@ -108,6 +108,7 @@ def _drive(model: Model, ctx: Any, *, auto_evaluate: bool = False, accept: Calla
             run.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
             if res.submitted:
                 run.submitted = res.data
+                run.evaluations.pop()  # submit's own full verification: the session's result, not one of the model's evaluations
                 return run
     raise AssertionError(f"no submit after {max_turns} turns: {run.calls()}")
 
@@ -195,6 +196,9 @@ class _TableContext:
 
     def __init__(self, ws: _Workspace, table: Callable[[dict[str, Any]], tuple[str, float | None]], bottleneck: str) -> None:
         self.workspace, self.table, self.bottleneck = ws, table, bottleneck
+        self.proposed: dict[str, str] = {}
+
+    text = AgentContext.text
 
     def evaluate(self, path: str, seeds: int | None = None, hidden: bool = True) -> dict[str, Any]:
         source = self.workspace.read(path)
