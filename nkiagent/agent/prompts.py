@@ -29,7 +29,8 @@ def system_prompt(target: str, workspace: Path | None = None) -> str:
                   cheatsheet=cheat.read_text() if cheat else "")
 
 
-def task_prompt(task: Any, kernel_path: str, target: str, best: str = "", workspace: Path | None = None) -> str:
+def task_prompt(task: Any, kernel_path: str, target: str, best: str = "", workspace: Path | None = None, turns: int | None = None) -> str:
+    """The task as the model reads it; ``turns``: the session's budget of model turns, said when there is one."""
     try:
         reference = inspect.getsource(task.reference)
     except (OSError, TypeError):
@@ -37,4 +38,5 @@ def task_prompt(task: Any, kernel_path: str, target: str, best: str = "", worksp
     desc = task.describe()
     view = {"name": task.name, "level": task.level, "description": task.description, "constraints": task.constraints,
             "inputs": desc["inputs"], "output": desc["output"], "tolerance": task.tolerance}
-    return render("task.md.j2", workspace, task=view, kernel_path=kernel_path, reference=reference.strip(), target=target, best=best)
+    return render("task.md.j2", workspace, task=view, kernel_path=kernel_path, reference=reference.strip(), target=target, best=best,
+                  turns=turns)

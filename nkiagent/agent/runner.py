@@ -109,7 +109,7 @@ def start_session(cfg: SessionConfig, on_event: Callable[[str, dict[str, Any]], 
         rt.emit("note", text=ws.warning)
     rt.emit("session_start", task=task.name, model=cfg.model, target=cfg.target, approve=cfg.approve, kernel_path=kernel)
     first = {"messages": [{"role": "system", "content": system_prompt(cfg.target, cfg.workspace)},
-                          {"role": "user", "content": task_prompt(task, kernel, cfg.target, workspace=cfg.workspace)}],
+                          {"role": "user", "content": task_prompt(task, kernel, cfg.target, workspace=cfg.workspace, turns=cfg.max_turns)}],
              "turn": 0, "pending": None, "decision": None, "done": False, "best": None, "nudges": 0,
              "usage": {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}}
     if not cfg.model.startswith(("scripted:", "builtin/")):

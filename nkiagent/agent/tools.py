@@ -104,9 +104,11 @@ class ToolRegistry:
         if missing or unknown:
             parts = ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unexpected {', '.join(unknown)}"] if unknown else [])
             return ToolResult(f"error: bad arguments for {name}: {'; '.join(parts)}", ok=False)
+        from .workspace import WorkspaceError
+
         try:
             out = self.handler(name)(ctx, **arguments)
-        except (OSError, ValueError, KeyError, PermissionError) as exc:
+        except (OSError, ValueError, KeyError, PermissionError, WorkspaceError) as exc:
             return ToolResult(f"error: {exc}", ok=False)
         return out if isinstance(out, ToolResult) else ToolResult(str(out))
 
@@ -125,6 +127,9 @@ def read_file(ctx: AgentContext, path: str, version: str | None = None) -> ToolR
             what = "no" if not found else f"{len(found)}"
             return ToolResult(f"error: {what} evaluated kernel version starts with {version!r}; versions: {known}", ok=False)
         text = ctx.kernels[found[0]]
+    elif not ctx.workspace.exists(path):
+        files = [f for f in ctx.workspace.list(".") if not f.startswith(".")][:20]
+        return ToolResult(f"error: no file {path} in the workspace; files: {', '.join(files) or 'none'}", ok=False)
     else:
         text = ctx.workspace.read(path)
     numbered = "\n".join(f"{i:4d}  {line}" for i, line in enumerate(text.splitlines(), 1))

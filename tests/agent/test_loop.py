@@ -149,6 +149,17 @@ def test_edits_in_one_turn_are_one_proposal_reviewed_applied_and_evaluated_once(
     assert "COLS = 128" in answered[0]["content"] and "COLS = 512" in answered[5]["content"]  # the last read sees the edits
 
 
+def test_a_tool_error_goes_back_to_the_model_and_the_session_goes_on(tmp_path: Path) -> None:
+    ws = _repo(tmp_path)
+    missing = {"content": "look", "tool_calls": [{"name": "read_file", "arguments": {"path": "kernels/causal_attention.py"}}]}
+    model = _script(tmp_path, [missing, SUBMIT])
+    rt, graph, first = start_session(_config(ws, model, "auto"))
+    outcome = drive(rt, graph, first)
+    assert outcome.stop_reason.startswith("submitted")
+    told = [m for m in outcome.state["messages"] if m["role"] == "tool"][0]["content"]
+    assert told.startswith("error: no file kernels/causal_attention.py in the workspace; files: ") and "kernels/vector_add.py" in told
+
+
 def test_submit_verifies_the_file_again_and_that_is_the_sessions_result(tmp_path: Path) -> None:
     ws = _repo(tmp_path)
     model = _script(tmp_path, [_edit("COLS = 128", "COLS = 256"), _edit("op=nl.add", "op=nl.multiply"), SUBMIT])
