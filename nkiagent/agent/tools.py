@@ -165,7 +165,7 @@ def compact_evaluation(ev: dict[str, Any]) -> str:
     summary = ev.get("profile", {}).get("summary")
     if summary:
         lines.append("profile:")
-        lines.extend(summary.splitlines()[:32])
+        lines.extend(summary.splitlines())  # at most 40 lines: the critical path, idle engines, advice, hottest lines
     return "\n".join(lines)
 
 

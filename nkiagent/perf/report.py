@@ -68,12 +68,12 @@ def summary_text(p: Profile, max_lines: int = 40) -> str:
         for g in p.idle_gaps:
             times = f"{g['start_us']:.2f}–{g['end_us']:.2f} µs" if g["count"] == 1 else f"{g['idle_us']:.2f} µs in {g['count']} gaps within {g['start_us']:.2f}–{g['end_us']:.2f} µs"
             tail.append(f"  {g['engine']} idle {times} waiting for {g['waiting_for']}")
-    if p.hot_lines:
-        tail.append("hottest lines:")
-        tail.extend(f"  {h['location']}  {h['engine']} {h['busy_us']:,.2f} µs × {h['count']}" for h in p.hot_lines)
     if p.advice:
         tail.append("advice:")
         tail.extend(f"  - {a}" for a in p.advice)
+    if p.hot_lines:
+        tail.append("hottest lines:")
+        tail.extend(f"  {h['location']}  {h['engine']} {h['busy_us']:,.2f} µs × {h['count']}" for h in p.hot_lines)
     if p.critical_path:
         room = max(3, max_lines - len(lines) - len(tail) - 1)
         lines.append(f"critical path ({len(p.critical_path)} steps, first to last; each starts after its operands or its engine):")
