@@ -109,8 +109,9 @@ class Task:
     data_dependent: bool = False
     #: The narrowest floating-point type the task's arithmetic may use: ``"bfloat16"`` lets a
     #: kernel cast fp32 operands to bf16 (TensorE's full rate); ``"float32"`` says the tolerance
-    #: needs fp32 throughout, and the profile never advises a narrower type.
-    precision: str = "bfloat16"
+    #: needs fp32 throughout, and the profile never advises a narrower type. Empty: derived from
+    #: the tolerance (see :attr:`precision_floor`).
+    precision: str = ""
 
     # -- shapes ---------------------------------------------------------------------------------
     def input_shapes(self, dims: Dims | None = None) -> list[tuple[int, ...]]:
@@ -133,6 +134,15 @@ class Task:
 
         total = sum(math.prod(s.resolve(d)) * as_dtype(s.dtype).itemsize for s in self.inputs)
         return float(total + math.prod(self.output.resolve(d)) * as_dtype(self.output.dtype).itemsize)
+
+    @property
+    def precision_floor(self) -> str:
+        """:attr:`precision`, or what the tolerance allows: bf16 keeps 8 significant bits (relative
+        rounding error up to 2⁻⁸ ≈ 0.4%), so a tighter tolerance needs fp32."""
+        if self.precision:
+            return self.precision
+        tol = self.tolerance.rel_l2 if self.tolerance.rel_l2 is not None else self.tolerance.rtol
+        return "float32" if tol < 2.0**-8 else "bfloat16"
 
     def work(self, dims: Dims | None = None) -> dict[str, float]:
         d = self.dims if dims is None else dims

@@ -50,7 +50,7 @@ def profile_in_sandbox(kernel_path: str | Path, task: Any, target: str) -> dict[
     spec = get_spec(target)
     sol = speed_of_light(spec, matmul_flops=work["matmul_flops"], vector_elems=work["vector_elems"], scalar_elems=work["scalar_elems"],
                          hbm_bytes=work["hbm_bytes"])
-    prof, tl = profile_trace(trace, target, task_flops=work["matmul_flops"] or None, sol=sol, precision=task.precision)
+    prof, tl = profile_trace(trace, target, task_flops=work["matmul_flops"] or None, sol=sol, precision=task.precision_floor)
     data = prof.to_dict()
     data["timeline"] = timeline_rows(tl.events, tl.latency_ns)
     return data

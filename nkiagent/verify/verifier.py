@@ -96,7 +96,7 @@ def _profile(trace: Trace, task: Task, target: str, dims: dict[str, int]) -> Any
     work = task.work(dims)
     sol = speed_of_light(get_spec(target), matmul_flops=work["matmul_flops"], vector_elems=work["vector_elems"],
                          scalar_elems=work["scalar_elems"], hbm_bytes=work["hbm_bytes"])
-    prof, _ = profile_trace(trace, target, task_flops=work["matmul_flops"] or None, sol=sol, precision=task.precision)
+    prof, _ = profile_trace(trace, target, task_flops=work["matmul_flops"] or None, sol=sol, precision=task.precision_floor)
     return prof
 
 

@@ -98,3 +98,13 @@ def test_advice_is_never_empty_and_never_repeats() -> None:
         for precision in ("bfloat16", "float32"):
             prof, _ = _profile(kernel, args, precision=precision)
             assert prof.advice and len(prof.advice) == len(set(prof.advice))
+
+
+def test_a_tasks_tolerance_decides_whether_bf16_may_be_advised() -> None:
+    from dataclasses import replace
+
+    from nkiagent.tasks import get_task
+
+    assert get_task("layernorm").precision_floor == "float32"  # rtol 1e-4: bf16's 0.4% rounding would fail it
+    assert get_task("attention").precision_floor == "bfloat16"  # relative L2 1e-2
+    assert replace(get_task("attention"), precision="float32").precision_floor == "float32"
