@@ -43,7 +43,7 @@ class IdleGap(TypedDict):
     end_us: float  #: the last one's end
     idle_us: float  #: their total
     count: int
-    waiting_for: str  #: "dma_copy at kernels/k.py:23 (DMA), which …", or why nothing did
+    waiting_for: str  #: "dma_copy at kernels/k.py:23 (DMA), whose memory …", or why nothing did
 
 
 def _occupancy(events: list[Event]) -> dict[str, tuple[list[float], list[int]]]:
@@ -147,7 +147,7 @@ def idle_gaps(tl: Timeline, top: int = 5) -> list[IdleGap]:
             if e.start_ns - cursor >= threshold:
                 if e.after >= 0 and e.ready_ns > cursor + _SLACK_NS:
                     p = events[e.after]
-                    why = f"{p.op} at {p.location} ({LABELS.get(p.engine, p.engine)}), which {e.op} at {e.location} reads"
+                    why = f"{p.op} at {p.location} ({LABELS.get(p.engine, p.engine)}), whose memory {e.op} at {e.location} uses"
                 else:
                     why = f"nothing it needed: {e.op} at {e.location} was ready at {e.ready_ns / 1e3:.2f} µs (issue order)"
                 label = LABELS.get(engine, engine)

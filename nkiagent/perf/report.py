@@ -22,6 +22,7 @@ def _bar(pct: float, width: int = 20) -> str:
 def _path_lines(p: Profile, room: int) -> list[str]:
     """The critical path in at most ``room`` lines: its head and its tail when it is longer."""
     steps = p.critical_path
+
     def fmt(st: dict[str, Any]) -> str:
         count = f" ×{st['count']}" if st["count"] > 1 else ""
         wait = {"operands": "after its operands", "engine": "after its engine", "start": "first"}[st["waits_for"]]
@@ -29,15 +30,17 @@ def _path_lines(p: Profile, room: int) -> list[str]:
     if len(steps) <= room:
         return [fmt(st) for st in steps]
     head = room // 2
-    tail = room - head - 1
-    return [fmt(st) for st in steps[:head]] + [f"  … {len(steps) - head - tail} more steps"] + [fmt(st) for st in steps[-tail:]]
+    tail = max(0, room - head - 1)
+    return [fmt(st) for st in steps[:head]] + [f"  … {len(steps) - head - tail} more steps"] + [fmt(st) for st in steps[len(steps) - tail:]]
 
 
 def summary_text(p: Profile, max_lines: int = 40) -> str:
     """A compact summary (≤ ``max_lines`` lines) to show a person or feed back to a model.
 
     It says what limits the kernel in the kernel's own lines: the critical path, what each idle
-    engine waited for, how much DMA overlaps compute, then the hottest lines and the advice.
+    engine waited for, how much DMA overlaps compute, the advice, then the hottest lines. When
+    lines are short the advice is kept whole first, then three steps of the path, the waits, the
+    hottest lines.
     """
     lines = [
         f"latency {p.latency_us:,.2f} µs on {p.target} ({p.timing_source}, {p.model_version}), {p.instructions} instructions",
@@ -62,25 +65,28 @@ def summary_text(p: Profile, max_lines: int = 40) -> str:
     )
     if p.flops:
         lines.append(f"matmul {p.flops / 1e9:,.3f} GFLOP: HFU {p.hfu_pct:.1f}%, MFU {p.mfu_pct:.1f}%, arithmetic intensity {p.arithmetic_intensity:,.1f} FLOP/B")
-    tail: list[str] = []
-    if p.idle_gaps:
-        tail.append("idle engines (longest waits; what they waited for):")
-        for g in p.idle_gaps:
-            times = f"{g['start_us']:.2f}–{g['end_us']:.2f} µs" if g["count"] == 1 else f"{g['idle_us']:.2f} µs in {g['count']} gaps within {g['start_us']:.2f}–{g['end_us']:.2f} µs"
-            tail.append(f"  {g['engine']} idle {times} waiting for {g['waiting_for']}")
-    if p.advice:
-        tail.append("advice:")
-        tail.extend(f"  - {a}" for a in p.advice)
-    if p.hot_lines:
-        tail.append("hottest lines:")
-        tail.extend(f"  {h['location']}  {h['engine']} {h['busy_us']:,.2f} µs × {h['count']}" for h in p.hot_lines)
-    if p.critical_path:
-        room = max(3, max_lines - len(lines) - len(tail) - 1)
+    # what a model needs most comes first when lines are short: the advice, three steps of the
+    # critical path, what idle engines waited for, then the hottest lines
+    room = max_lines - len(lines)
+    advice = ["advice:", *(f"  - {a}" for a in p.advice)][: max(0, room)] if p.advice else []
+    room -= len(advice)
+    path_n = min(len(p.critical_path), 10, max(0, room - 1))
+    gaps_n = min(len(p.idle_gaps), max(0, room - (path_n + 1 if path_n else 0) - 1))
+    hot_n = min(len(p.hot_lines), max(0, room - (path_n + 1 if path_n else 0) - (gaps_n + 1 if gaps_n else 0) - 1))
+    spare = room - (path_n + 1 if path_n else 0) - (gaps_n + 1 if gaps_n else 0) - (hot_n + 1 if hot_n else 0)
+    path_n = min(len(p.critical_path), 16, path_n + max(0, spare))  # a long path takes what the others leave
+    if path_n:
         lines.append(f"critical path ({len(p.critical_path)} steps, first to last; each starts after its operands or its engine):")
-        lines.extend(_path_lines(p, min(room, 10)))
-    lines.extend(tail)
-    if len(lines) > max_lines:
-        lines = lines[: max_lines - 1] + [f"  … {len(lines) - max_lines + 1} more lines"]
+        lines.extend(_path_lines(p, path_n))
+    if gaps_n:
+        lines.append("idle engines (longest waits; what they waited for):")
+        for g in p.idle_gaps[:gaps_n]:
+            times = f"{g['start_us']:.2f}–{g['end_us']:.2f} µs" if g["count"] == 1 else f"{g['idle_us']:.2f} µs in {g['count']} gaps within {g['start_us']:.2f}–{g['end_us']:.2f} µs"
+            lines.append(f"  {g['engine']} idle {times} waiting for {g['waiting_for']}")
+    lines.extend(advice)
+    if hot_n:
+        lines.append("hottest lines:")
+        lines.extend(f"  {h['location']}  {h['engine']} {h['busy_us']:,.2f} µs × {h['count']}" for h in p.hot_lines[:hot_n])
     return "\n".join(lines)
 
 

@@ -6,7 +6,7 @@ import inspect
 
 import numpy as np
 
-import nkiagent.emu as emu
+from nkiagent import emu
 from nkiagent.perf import profile_trace
 from nkiagent.perf.report import summary_text
 
@@ -108,3 +108,12 @@ def test_a_tasks_tolerance_decides_whether_bf16_may_be_advised() -> None:
     assert get_task("layernorm").precision_floor == "float32"  # rtol 1e-4: bf16's 0.4% rounding would fail it
     assert get_task("attention").precision_floor == "bfloat16"  # relative L2 1e-2
     assert replace(get_task("attention"), precision="float32").precision_floor == "float32"
+
+
+def test_a_short_summary_keeps_every_line_of_advice() -> None:
+    prof, _ = _profile(fp32_matmuls, (np.ones((128, 128), np.float32), np.ones((128, 512), np.float32)))
+    assert len(prof.advice) >= 2
+    for max_lines in (16, 20, 40):  # the header (latency, bounds, engines, traffic) takes about ten
+        text = summary_text(prof, max_lines=max_lines)
+        assert len(text.splitlines()) <= max_lines
+        assert all(f"  - {a}" in text for a in prof.advice), max_lines
