@@ -15,7 +15,7 @@ __all__ = ["chrome_trace", "plot_png", "summary_text", "write_chrome_trace"]
 
 
 def _bar(pct: float, width: int = 20) -> str:
-    filled = int(round(width * max(0.0, min(pct, 100.0)) / 100.0))
+    filled = round(width * max(0.0, min(pct, 100.0)) / 100.0)
     return "█" * filled + "·" * (width - filled)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import itertools
 
 import numpy as np
 
@@ -42,7 +43,7 @@ def _profile(kernel, args, **kw):
 
 
 def test_the_critical_path_runs_through_every_dependent_step_in_the_kernels_lines() -> None:
-    prof, tl = _profile(load_then_chain, (np.ones((128, 4096), np.float32),))
+    prof, _ = _profile(load_then_chain, (np.ones((128, 4096), np.float32),))
     steps = prof.critical_path
     assert [(s["engine"], s["location"]) for s in steps] == [
         ("DMA", _line(load_then_chain, "the big load")),
@@ -52,7 +53,7 @@ def test_the_critical_path_runs_through_every_dependent_step_in_the_kernels_line
     ]
     assert [s["waits_for"] for s in steps] == ["start", "operands", "operands", "operands"]
     assert steps[0]["start_us"] == 0.0 and steps[-1]["end_us"] == prof.latency_us
-    assert all(a["end_us"] <= b["start_us"] + 1e-3 for a, b in zip(steps, steps[1:]))
+    assert all(a["end_us"] <= b["start_us"] + 1e-3 for a, b in itertools.pairwise(steps))
 
 
 def test_an_idle_engine_names_the_instruction_it_waits_for() -> None:
