@@ -271,7 +271,7 @@ class _EarlyChecks:
         """(output, comparison) when the output has the task's shape and dtype; ``None`` leaves the judging to later."""
         if not out.is_file():
             return None
-        got = np.load(out, allow_pickle=False)
+        got = np.load(out, mmap_mode="r", allow_pickle=False)  # a read-only map of the worker's file: no copy
         shape = self.task.output_shape(self.all_cases[idx].dims_dict)
         if self.task.reshape_output and got.size == int(np.prod(shape)):
             got = got.reshape(shape)
@@ -625,7 +625,7 @@ def _judge_runs(
             res.add("output", False, res.reasons[-1])
             return
         checked = early.result(idx) if early is not None and idx < len(all_cases) else None
-        got = checked[0] if checked is not None else np.load(outs[0]["path"], allow_pickle=False)
+        got = checked[0] if checked is not None else np.load(outs[0]["path"], mmap_mode="r", allow_pickle=False)
         if task.reshape_output and got.size == int(np.prod(shape)):
             got = got.reshape(shape)
         if tuple(got.shape) != shape or not _output_dtype_ok(task, got):
