@@ -90,6 +90,23 @@ class Runtime:
             return pending[1].result()
         return self.model.complete(sent, self.tools.schemas(), self.on_token)
 
+    def watch_model(self) -> None:
+        """Pass a model's waits and retries on: a retry is an event of the session, a wait only reaches ``on_event`` (not stored)."""
+        if hasattr(self.model, "on_status"):
+            self.model.on_status = self._model_status
+
+    def _model_status(self, kind: str, fields: dict[str, Any]) -> None:
+        if kind == "retry":
+            self.emit("model_retry", **fields)
+        elif self.on_event is not None:
+            self.on_event("model_wait", {"type": "model_wait", **fields})
+
+    def cancel(self) -> None:
+        """Stop the model request in flight or its retry wait, if the model can (thread-safe)."""
+        cancel = getattr(self.model, "cancel", None)
+        if cancel is not None:
+            cancel()
+
     def emit(self, type_: str, **fields: Any) -> dict[str, Any]:
         event = self.session.append(type_, **fields)
         if self.on_event is not None:

@@ -28,19 +28,22 @@ pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm"), 
 ASK = [{"role": "system", "content": "You write NKI kernels."}, {"role": "user", "content": "make it faster"}]
 
 
+_TRANSPORT = {"now": "auto"}
+
+
 @pytest.fixture(params=["litellm", "wire"])
 def server(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
-    """The fake server, reached through litellm, or through the standard-library path used while litellm loads.
+    """The fake server, reached through litellm, or through the standard-library path OpenAI-compatible servers use.
 
     Every HTTP test runs both ways: retries, errors and parsing must not depend on which one sent.
     """
-    monkeypatch.setattr(wire, "litellm_loaded", lambda: request.param == "litellm")
+    monkeypatch.setitem(_TRANSPORT, "now", request.param)
     with FakeOpenAI(lifetime_s=60) as srv:
         yield srv
 
 
 def _model(srv: FakeOpenAI, **opts: object) -> LiteLLMModel:
-    opts = {"timeout_s": 10.0, "num_retries": 2, "backoff_s": 0.01, "backoff_max_s": 0.05, **opts}
+    opts = {"timeout_s": 10.0, "num_retries": 2, "backoff_s": 0.01, "backoff_max_s": 0.05, "transport": _TRANSPORT["now"], **opts}
     return LiteLLMModel("openai/test-model", api_base=srv.url, api_key="sk-test", **opts)  # type: ignore[arg-type]
 
 

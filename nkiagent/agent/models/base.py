@@ -18,7 +18,7 @@ class ModelError(RuntimeError):
     """
 
     def __init__(self, model: str, provider: str, problem: str, *, status_code: int | None = None, attempts: int = 1,
-                 tools_rejected: bool = False) -> None:
+                 tools_rejected: bool = False, config: bool = False) -> None:
         super().__init__(f"{model} ({provider}): {problem}")
         self.model = model
         self.provider = provider
@@ -26,6 +26,7 @@ class ModelError(RuntimeError):
         self.status_code = status_code
         self.attempts = attempts
         self.tools_rejected = tools_rejected  #: the provider refused the ``tools`` parameter (switch to the text fallback)
+        self.config = config  #: a retry cannot help: the key, the model name or the request must change
 
 
 def tool_call(call_id: str, name: str, raw: str | dict[str, Any] | None) -> ToolCall:
