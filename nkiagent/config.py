@@ -15,12 +15,13 @@ A session stores ``Settings.to_dict()`` in its ``meta.json``; resuming reads it 
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ConfigError", "Settings", "Sourced", "load_settings", "user_config_path", "repo_config_path", "ENV_PREFIX", "render_settings"]
+import tomllib
+
+__all__ = ["ENV_PREFIX", "ConfigError", "Settings", "Sourced", "load_settings", "render_settings", "repo_config_path", "setting_help", "user_config_path"]
 
 ENV_PREFIX = "NKIAGENT_"
 DEFAULT = "default"
@@ -117,6 +118,12 @@ def coerce(key: str, raw: Any, where: str) -> Any:
     if minimum is not None and raw < minimum:
         raise ConfigError(f"{where}: {key} must be at least {minimum:g}, not {raw!r}")
     return raw
+
+
+def setting_help(key: str) -> tuple[str, tuple[str, ...], str]:
+    """(help text, choices, base type name) of a setting, for the command-line flags."""
+    f = _field(key, "setting_help")
+    return f.metadata["help"], tuple(f.metadata.get("choices", ())), _kind(key)[0].__name__
 
 
 def user_config_path(env: dict[str, str] | None = None) -> Path:

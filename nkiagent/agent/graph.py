@@ -24,7 +24,7 @@ from .prompts import render
 from .tools import AgentContext, ToolRegistry, compact_evaluation
 from .types import Model, ModelTurn, ToolCall, TurnCancelled, Usage
 
-__all__ = ["AgentState", "Runtime", "Budget", "build_graph"]
+__all__ = ["AgentState", "Budget", "Runtime", "build_graph"]
 
 MAX_NUDGES = 3
 
@@ -260,7 +260,8 @@ def build_graph(rt: Runtime, checkpointer: Any = None) -> Any:
                     evaluation_text = compact_evaluation(ev)
                     content = render("feedback.md.j2", None, decision=d, path=p["path"], total=p["hunks"], commit=commit or "", evaluation=evaluation_text)
                     return {"messages": [_tool_message(p["tool_call_id"], content)], "pending": None, "decision": None, "best": best}
-        if refused:
+        if refused:  # the person sees it as refused, not as the accepted review before it
+            rt.emit("edit_refused", turn=state.get("turn", 0), path=p["path"], reason=refused, action=d["action"])
             content = f"The edit to {p['path']} was not applied: {refused}"
         else:
             content = render("feedback.md.j2", None, decision=d, path=p["path"], total=p["hunks"], commit=commit or "", evaluation="")

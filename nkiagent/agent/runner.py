@@ -20,7 +20,7 @@ from .graph import Budget, Runtime, build_graph
 from .prompts import system_prompt, task_prompt
 from .tools import AgentContext, ToolRegistry, load_tools
 
-__all__ = ["SessionConfig", "SessionOutcome", "start_session", "resume_session", "drive", "terminal_review", "edit_in_editor", "starting_kernel"]
+__all__ = ["SessionConfig", "SessionOutcome", "drive", "edit_in_editor", "resume_session", "start_session", "starting_kernel", "terminal_review"]
 
 
 @dataclass(kw_only=True)

@@ -22,8 +22,8 @@ import time
 import urllib.request
 from collections import deque
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 __all__ = ["FakeOpenAI", "FakeOpenAIProcess", "Reply"]

@@ -18,7 +18,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import socket
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -75,7 +74,7 @@ def complete(api_base: str, model: str, messages: list[Message], tools: list[dic
         if stream and "text/event-stream" in (resp.getheader("content-type") or ""):
             return _from_stream(_events(resp), model, on_token)
         return _from_message(json.loads(resp.read() or b"{}"), model)
-    except (TimeoutError, socket.timeout) as exc:
+    except TimeoutError as exc:
         raise WireError(f"no answer within {timeout_s:g} s", timeout=True) from exc
     except (OSError, http.client.HTTPException, ValueError) as exc:
         raise WireError(f"{type(exc).__name__}: {exc}") from exc
