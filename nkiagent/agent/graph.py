@@ -318,5 +318,5 @@ def _record_evaluation(rt: Runtime, state: AgentState, ev: dict[str, Any], path:
     best = state.get("best")
     if ev.get("verdict") == "pass" and ev.get("latency_us") is not None and (best is None or ev["latency_us"] < best["latency_us"]):
         return {"code_sha256": ev.get("code_sha256"), "latency_us": ev["latency_us"], "speedup": ev.get("speedup"), "path": path,
-                "timing_source": ev.get("timing_source")}
+                "timing_source": ev.get("timing_source"), "speedup_vs": ev.get("speedup_vs")}
     return best

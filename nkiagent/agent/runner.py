@@ -91,13 +91,15 @@ def check_model(model: Any) -> None:
 
 def _runtime(cfg: SessionConfig, session: Session, on_event: Callable[[str, dict[str, Any]], None] | None,
              on_token: Callable[[str], None] | None, model: Any = None) -> Runtime:
+    """The runtime of a new or resumed session; the starting kernel (stored in the session) is the reference of a task without a baseline."""
     from ..tasks import get_task
     from .workspace import Workspace, kernel_path
 
     task = get_task(cfg.task)
     ws = Workspace(cfg.workspace)
     kernel = cfg.kernel_path or kernel_path(task.name)
-    ctx = AgentContext(ws, task, cfg.target, cfg.verify_seeds)
+    sha = session.meta().get("start_kernel_sha")
+    ctx = AgentContext(ws, task, cfg.target, cfg.verify_seeds, start_text=session.kernel(sha) if sha else None)
     registry = ToolRegistry(load_tools(cfg.workspace, cfg.tools))
     budget = Budget(cfg.max_turns, cfg.budget_usd, cfg.max_seconds)
     rt = Runtime(model if model is not None else build_model(cfg), registry, ctx, session, cfg.approve, budget, kernel, on_event, on_token)
@@ -136,6 +138,7 @@ def start_session(cfg: SessionConfig, on_event: Callable[[str, dict[str, Any]], 
                             "versions": {"nkiagent": __version__, "python": sys.version.split()[0]}})
     if start_text is not None:  # the session owns the starting kernel it writes, so it may keep editing it
         ws.write(kernel, start_text, session.id, f"nkiagent: starting kernel for {task.name}")
+    session.update_meta(start_kernel_sha=session.save_kernel(ws.read(kernel)))
     rt = _runtime(cfg, session, on_event, on_token, model)
     session.update_meta(tools=rt.tools.schemas())  # exports read the tools the session offered from the session itself
     if ws.warning:

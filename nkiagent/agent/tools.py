@@ -33,13 +33,41 @@ class AgentContext:
     verify_seeds: int = 5
     evaluations: list[dict[str, Any]] = field(default_factory=list)
 
+    start_text: str | None = None  #: the session's starting kernel: the speedup reference of a task without a baseline
+    _start_latency: list[float | None] = field(default_factory=list)  #: its latency, once measured ([] until then)
+
     def evaluate(self, path: str, seeds: int | None = None, hidden: bool = True) -> dict[str, Any]:
+        """Verify ``path``; a task without a baseline kernel gets its speedup against the starting kernel, and says so."""
         from ..verify.verifier import VerifyOptions, verify
 
         res = verify(self.workspace.resolve(path), self.task, self.target, VerifyOptions(seeds=seeds or self.verify_seeds, hidden=hidden))
         out = res.to_dict()
+        base = self.task.baseline_path()
+        if base is None or not base.is_file():
+            ref = self._starting_latency()
+            out["speedup_vs"] = "the starting kernel (the task has no baseline)"
+            if ref and out.get("latency_us") and out.get("speedup") is None:
+                out["baseline_latency_us"] = ref
+                out["speedup"] = round(ref / out["latency_us"], 4)
+        else:
+            out["speedup_vs"] = "the task baseline"
         self.evaluations.append(out)
         return out
+
+    def _starting_latency(self) -> float | None:
+        """The starting kernel's latency estimate on this target (measured once, with one seed: latency does not depend on it)."""
+        if not self._start_latency:
+            self._start_latency.append(None)
+            if self.start_text is not None:
+                import tempfile
+
+                from ..verify.verifier import VerifyOptions, verify
+
+                with tempfile.TemporaryDirectory(prefix="nkiagent-start-") as tmp:
+                    file = Path(tmp) / "starting_kernel.py"
+                    file.write_text(self.start_text)
+                    self._start_latency[0] = verify(file, self.task, self.target, VerifyOptions(seeds=1, hidden=False, with_baseline=False)).latency_us
+        return self._start_latency[0]
 
 
 def load_tools(workspace: Path | None = None, only: list[str] | None = None) -> dict[str, ToolSpec]:

@@ -127,7 +127,7 @@ def review_mode(settings: Settings, command: str) -> str | None:
     return settings.approve_without_terminal
 
 
-def _summary(outcome: Any, t0: float, as_json: bool, baseline: str = "the task baseline") -> None:
+def _summary(outcome: Any, t0: float, as_json: bool) -> None:
     state = outcome.state
     best = state.get("best")
     usage = state.get("usage", {})
@@ -138,8 +138,8 @@ def _summary(outcome: Any, t0: float, as_json: bool, baseline: str = "the task b
         return
     print(f"\nsession {summary['session']} finished after {summary['turns']} turns: {summary['stop_reason']}")
     if best:
-        print(f"best kernel: {best['path']} — {best['latency_us']:,.2f} µs ({best.get('timing_source') or 'emulator-estimate'}), "
-              f"speedup {best['speedup']:.3f}× vs {best.get('speedup_vs') or baseline}")
+        speedup = f"speedup {best['speedup']:.3f}× vs {best.get('speedup_vs') or 'the task baseline'}" if best.get("speedup") else "no speedup (nothing to compare with)"
+        print(f"best kernel: {best['path']} — {best['latency_us']:,.2f} µs ({best.get('timing_source') or 'emulator-estimate'}), {speedup}")
     else:
         print("no kernel passed verification")
     print(f"tokens {usage.get('prompt_tokens', 0) + usage.get('completion_tokens', 0)}, cost ${usage.get('cost_usd', 0.0):.4f}")
