@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -126,7 +127,8 @@ def setting_help(key: str) -> tuple[str, tuple[str, ...], str]:
     return f.metadata["help"], tuple(f.metadata.get("choices", ())), _kind(key)[0].__name__
 
 
-def user_config_path(env: dict[str, str] | None = None) -> Path:
+def user_config_path(env: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_CONFIG_HOME/nkiagent/config.toml``, by default ``~/.config/nkiagent/config.toml``."""
     env = os.environ if env is None else env
     base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME") or Path.home()) / ".config")
     return Path(base) / "nkiagent" / "config.toml"

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Settings
-from ..traces.store import Session, SessionStore
+from ..traces.store import Session, SessionStore, new_session_id
 from .graph import Budget, Runtime, build_graph
+from .lock import lock_repository
 from .prompts import system_prompt, task_prompt
 from .tools import AgentContext, ToolRegistry, load_tools
 
@@ -132,10 +133,12 @@ def start_session(cfg: SessionConfig, on_event: Callable[[str, dict[str, Any]], 
     model = build_model(cfg)
     check_model(model)
     store = SessionStore(cfg.sessions_dir or cfg.workspace / "sessions")
+    session_id = new_session_id()
+    lock_repository(cfg.workspace, store.root, session_id)  # before anything is written: a busy repository leaves no session
     cfg.kernel_path = kernel
     session = store.create({"task": task.name, "model": cfg.model, "strategy": "refine", "target": cfg.target, "approve": cfg.approve,
                             "kernel_path": kernel, "workspace": str(cfg.workspace), "config": cfg.to_meta(),
-                            "versions": {"nkiagent": __version__, "python": sys.version.split()[0]}})
+                            "versions": {"nkiagent": __version__, "python": sys.version.split()[0]}}, session_id)
     if start_text is not None:  # the session owns the starting kernel it writes, so it may keep editing it
         ws.write(kernel, start_text, session.id, f"nkiagent: starting kernel for {task.name}")
     session.update_meta(start_kernel_sha=session.save_kernel(ws.read(kernel)))
@@ -173,6 +176,7 @@ def resume_session(session_dir: Path, on_event: Callable[[str, dict[str, Any]], 
     store = SessionStore(session_dir.parent)
     session = store.open(session_dir.name)
     meta = session.meta()
+    lock_repository(Path(meta["workspace"]), store.root, session.id)
     cfg = SessionConfig.from_meta(meta["config"]) if "settings" in meta.get("config", {}) else _legacy_config(meta)
     if approve:
         cfg.approve = approve

@@ -78,7 +78,7 @@ class Progress:
             v, lat, sp = event.get("verdict"), event.get("latency_us"), event.get("speedup")
             if v == "pass" and sp is not None:
                 self.best = max(self.best or 0.0, sp)
-            color = {"pass": "green", "fail": "red", "rejected": "magenta"}.get(v, "white")
+            color = {"pass": "green", "fail": "red", "rejected": "magenta"}.get(str(v), "white")
             nums = f"{lat:,.2f} µs ({event.get('timing_source') or 'emulator-estimate'}), {sp:.3f}×" if lat is not None and sp is not None else ""
             best = f"best {self.best:.3f}×" if self.best else "best –"
             c.print(f"  [{color}]{v}[/] {nums}  [dim]{best} · tokens {self.tokens} · ${self.cost:.4f}[/]")
@@ -170,6 +170,7 @@ def _drive_headless(rt: Any, graph: Any, first: Any, command: str) -> Any:
 
 
 def run_run(args: argparse.Namespace) -> int:
+    from ..agent.lock import RepositoryBusy
     from ..agent.models import ModelError
     from ..agent.runner import SessionConfig, start_session
     from ..config import ConfigError
@@ -193,7 +194,7 @@ def run_run(args: argparse.Namespace) -> int:
     try:
         cfg = SessionConfig.from_settings(settings, task=args.task, workspace=workspace, kernel_path=args.kernel)
         rt, graph, first = start_session(cfg, progress)
-    except ModelError as exc:
+    except (ModelError, RepositoryBusy) as exc:
         print(f"nkiagent run: {exc}", file=sys.stderr)
         return 2
     except (KeyError, FileNotFoundError, ValueError) as exc:
@@ -305,12 +306,12 @@ def run_sessions(args: argparse.Namespace) -> int:
             status, turns, result = session_status(store.open(sid).events())
             print(f"{sid}  {status:11s}  turns {turns:<3d} {result:20s} task={meta.get('task')}  model={meta.get('model')}  target={meta.get('target')}")
         return 0
-    sid = _pick_session(store, args)
-    if not sid:
+    picked = _pick_session(store, args)
+    if not picked:
         print(f"nkiagent {args.command}: give a session id, or --last for the newest (in {store.root})", file=sys.stderr)
         return 2
     try:
-        session = store.open(sid)
+        session = store.open(picked)
     except KeyError as exc:
         print(f"nkiagent {args.command}: {exc.args[0]}", file=sys.stderr)
         return 2
@@ -331,6 +332,7 @@ def run_sessions(args: argparse.Namespace) -> int:
 
         session.close()
         return run_app(Launch(workspace=Path(session.meta().get("workspace", ".")), resume=session.dir, approve=args.approve))
+    from ..agent.lock import RepositoryBusy
     from ..agent.runner import resume_session
     from ..config import ConfigError, Settings
 
@@ -345,7 +347,11 @@ def run_sessions(args: argparse.Namespace) -> int:
         return 2
     t0 = time.time()
     session.close()
-    rt, graph = resume_session(session.dir, Progress(_level(args)), approve=approve)
+    try:
+        rt, graph = resume_session(session.dir, Progress(_level(args)), approve=approve)
+    except (RepositoryBusy, ConfigError) as exc:
+        print(f"nkiagent {args.command}: {exc}", file=sys.stderr)
+        return 2
     outcome = _drive_headless(rt, graph, None, args.command)
     if outcome is None:
         return 130

@@ -259,7 +259,7 @@ class LiteLLMModel:
         return turn
 
     def _wire(self, kwargs: dict[str, Any], on_token: Callable[[str], None] | None) -> ModelTurn:
-        extra = {k: kwargs[k] for k in ("temperature", "max_tokens") if k in kwargs}
+        extra: dict[str, Any] = {k: kwargs[k] for k in ("temperature", "max_tokens") if k in kwargs}
         assert self.api_base is not None  # self.wire needs one
         return wire.complete(self.api_base, self.model, kwargs["messages"], kwargs.get("tools", []), api_key=self.api_key,
                              timeout_s=self.timeout_s, stream=self.stream, extra=extra, on_token=on_token)
