@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 from nkiagent import emu
+from nkiagent.config import ENV_PREFIX, Settings
 
 emu.install(force=True)
 
@@ -36,11 +37,8 @@ _CACHE = _INHERITED or tempfile.mkdtemp(prefix=f"nkiagent-test-inputs-{os.getpid
 os.environ["NKIAGENT_INPUT_CACHE"] = os.environ["NKIAGENT_TEST_INPUT_CACHE"] = _CACHE
 # the person's own ~/.config/nkiagent/config.toml and NKIAGENT_* settings must not change what tests run
 os.environ["XDG_CONFIG_HOME"] = os.path.join(_CACHE, "no-user-config")
-for _name in [n for n in os.environ if n.startswith("NKIAGENT_") and n not in ("NKIAGENT_INPUT_CACHE", "NKIAGENT_TEST_INPUT_CACHE")]:
-    if _name.lower().removeprefix("nkiagent_") in {"model", "api_base", "api_key_env", "timeout_s", "retries", "temperature", "max_tokens",
-                                                   "target", "approve", "approve_without_terminal", "max_turns", "budget_usd",
-                                                   "max_seconds", "verify_seeds"}:
-        del os.environ[_name]
+for _key in Settings().to_dict():
+    os.environ.pop(ENV_PREFIX + _key.upper(), None)
 
 
 def pytest_sessionfinish(session: object, exitstatus: int) -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, TypedDict
 
 from .context import condense
+from .models.base import ModelError
 from .prompts import render
 from .tools import AgentContext, ToolRegistry, compact_evaluation
 from .types import Model, ModelTurn, ToolCall, TurnCancelled, Usage
@@ -160,7 +161,8 @@ def build_graph(rt: Runtime, checkpointer: Any = None) -> Any:
         except TurnCancelled:
             raise  # the person stopped the turn: not the model's failure, and the step is asked again later
         except Exception as exc:  # noqa: BLE001 — a model failure ends the session cleanly; nothing is lost
-            rt.emit("error", turn=turn, where="model", message=f"{type(exc).__name__}: {exc}")
+            # a ModelError's message names the model, the problem and the fix already
+            rt.emit("error", turn=turn, where="model", message=str(exc) if isinstance(exc, ModelError) else f"{type(exc).__name__}: {exc}")
             return {"done": True, "stop_reason": f"model error: {exc}", "turn": turn}
         usage = dict(state.get("usage") or {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0})
         u: Usage = answer.usage

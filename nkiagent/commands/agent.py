@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -31,15 +32,17 @@ class Progress:
     def __init__(self, level: str = "normal") -> None:
         from rich.console import Console
 
-        self.console = Console(stderr=False, highlight=False)
+        self.console = Console(stderr=False, highlight=False, soft_wrap=True)  # whole lines: a pipe or log keeps each message on one
         self.level = level
         self.turn = 0
         self.best: float | None = None
         self.tokens = 0
         self.cost = 0.0
         self._next_wait = 0
+        self.session_id: str | None = None  #: of the first event seen: what an interrupt's resume hint names
 
     def __call__(self, type_: str, event: dict[str, Any]) -> None:
+        self.session_id = self.session_id or event.get("session_id")
         if self.level == "json":
             print(json.dumps(event, default=str), flush=True)
             return
@@ -127,7 +130,12 @@ def review_mode(settings: Settings, command: str) -> str | None:
     return settings.approve_without_terminal
 
 
-def _summary(outcome: Any, t0: float, as_json: bool) -> None:
+def _summary(outcome: Any, t0: float, as_json: bool, to_stderr: bool = False) -> None:
+    """The end of a session in words (or JSON); on stderr when stdout carries the JSON event stream."""
+    if to_stderr:
+        with contextlib.redirect_stdout(sys.stderr):
+            _summary(outcome, t0, as_json)
+        return
     state = outcome.state
     best = state.get("best")
     usage = state.get("usage", {})
@@ -155,18 +163,25 @@ def _exit_code(outcome: Any) -> int:
     return 0 if outcome.best else 1
 
 
-def _drive_headless(rt: Any, graph: Any, first: Any, command: str) -> Any:
-    """Drive to the end; ctrl+c cancels the request in flight and ends with the resume hint (None then)."""
+def _interrupted(command: str, progress: Progress, sessions_dir: Path, rt: Any = None) -> int:
+    """ctrl+c: cancel the request in flight, record it, and say how to go on (exit 130)."""
+    if rt is not None:
+        rt.cancel()
+        rt.emit("note", text="interrupted by the user (ctrl+c)")
+    sid = progress.session_id
+    hint = f"; the session is kept: nkiagent resume {sid} --sessions-dir {sessions_dir}" if sid else ""
+    print(f"\nnkiagent {command}: interrupted{hint}", file=sys.stderr)
+    return 130
+
+
+def _drive_headless(rt: Any, graph: Any, first: Any, command: str, progress: Progress) -> Any:
+    """Drive to the end; the outcome, or the exit code 130 after ctrl+c."""
     from ..agent.runner import drive
 
     try:
         return drive(rt, graph, first)
     except KeyboardInterrupt:
-        rt.cancel()
-        rt.emit("note", text="interrupted by the user (ctrl+c)")
-        print(f"\nnkiagent {command}: interrupted; the session is kept: nkiagent resume {rt.session.id} --sessions-dir {rt.session.dir.parent}",
-              file=sys.stderr)
-        return None
+        return _interrupted(command, progress, rt.session.dir.parent, rt)
 
 
 def run_run(args: argparse.Namespace) -> int:
@@ -194,16 +209,18 @@ def run_run(args: argparse.Namespace) -> int:
     try:
         cfg = SessionConfig.from_settings(settings, task=args.task, workspace=workspace, kernel_path=args.kernel)
         rt, graph, first = start_session(cfg, progress)
+    except KeyboardInterrupt:
+        return _interrupted("run", progress, workspace / "sessions")
     except (ModelError, RepositoryBusy) as exc:
         print(f"nkiagent run: {exc}", file=sys.stderr)
         return 2
     except (KeyError, FileNotFoundError, ValueError) as exc:
         print(f"nkiagent run: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
         return 2
-    outcome = _drive_headless(rt, graph, first, "run")
-    if outcome is None:
-        return 130
-    _summary(outcome, t0, args.json)
+    outcome = _drive_headless(rt, graph, first, "run", progress)
+    if isinstance(outcome, int):
+        return outcome
+    _summary(outcome, t0, args.json, to_stderr=args.json_events)
     return _exit_code(outcome)
 
 
@@ -265,10 +282,11 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"demo workspace: {ws} (a fresh git repo){why}\ntask {args.task} on {args.target or 'trn2'}, model builtin/tuner (offline), "
               "edits auto-approved\n")
     settings = Settings(model="builtin/tuner", target=args.target or "trn2", approve="auto", max_turns=args.max_turns)
-    rt, graph, first = start_session(SessionConfig.from_settings(settings, task=args.task, workspace=ws), Progress(_level(args)))
-    outcome = _drive_headless(rt, graph, first, "demo")
-    if outcome is None:
-        return 130
+    progress = Progress(_level(args))
+    rt, graph, first = start_session(SessionConfig.from_settings(settings, task=args.task, workspace=ws), progress)
+    outcome = _drive_headless(rt, graph, first, "demo", progress)
+    if isinstance(outcome, int):
+        return outcome
     _summary(outcome, t0, args.json)
     return 0 if outcome.best and (outcome.best.get("speedup") or 0) > 1.0 else 1
 
@@ -348,13 +366,14 @@ def run_sessions(args: argparse.Namespace) -> int:
     t0 = time.time()
     session.close()
     try:
-        rt, graph = resume_session(session.dir, Progress(_level(args)), approve=approve)
+        progress = Progress(_level(args))
+        rt, graph = resume_session(session.dir, progress, approve=approve)
     except (RepositoryBusy, ConfigError) as exc:
         print(f"nkiagent {args.command}: {exc}", file=sys.stderr)
         return 2
-    outcome = _drive_headless(rt, graph, None, args.command)
-    if outcome is None:
-        return 130
+    outcome = _drive_headless(rt, graph, None, args.command, progress)
+    if isinstance(outcome, int):
+        return outcome
     _summary(outcome, t0, False)
     return _exit_code(outcome)
 

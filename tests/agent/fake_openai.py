@@ -39,6 +39,7 @@ class Reply:
     error: str = "scripted failure"
     delay_s: float = 0.0  #: wait before answering (longer than the client's timeout to test timeouts)
     chunk_delay_s: float = 0.0  #: wait between streamed chunks (a slow answer, to act while it streams)
+    retry_after_s: float = 0.0  #: sent as Retry-After with an error status (a long one leaves time to cancel the wait)
     prompt_tokens: int = 11
     completion_tokens: int = 7
 
@@ -113,7 +114,8 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 return
             try:
                 if reply.status != 200:
-                    self._json(reply.status, {"error": {"message": reply.error, "type": "scripted", "code": reply.status}})
+                    self._json(reply.status, {"error": {"message": reply.error, "type": "scripted", "code": reply.status}},
+                               {"Retry-After": f"{reply.retry_after_s:g}"} if reply.retry_after_s else {})
                 elif body.get("stream"):
                     self._sse(reply, body)
                 else:
@@ -121,9 +123,11 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
                 pass
 
-        def _json(self, status: int, payload: dict[str, Any]) -> None:
+        def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
             data = json.dumps(payload).encode()
             self.send_response(status)
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

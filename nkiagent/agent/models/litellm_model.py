@@ -201,8 +201,9 @@ class LiteLLMModel:
                     raise ModelError(self.model, self.provider, f"the server does not accept tools: {_detail(exc)}",
                                      status_code=status, tools_rejected=True) from exc
                 if not retry or attempt == attempts:
-                    gave_up = f" (gave up after {attempt} attempts)" if retry else ""
-                    raise ModelError(self.model, self.provider, f"{problem}{gave_up}: {_detail(exc)}", status_code=status, attempts=attempt,
+                    gave_up = f" (gave up after {attempt} attempts)" if retry and attempt > 1 else ""
+                    detail = "" if getattr(exc, "timeout", False) or (lm is not None and isinstance(exc, lm.Timeout)) else f": {_detail(exc)}"
+                    raise ModelError(self.model, self.provider, f"{problem}{gave_up}{detail}", status_code=status, attempts=attempt,
                                      config=not retry) from exc
                 delay = self._delay(attempt, exc)
                 self._status("retry", problem=problem, attempt=attempt + 1, attempts=attempts, delay_s=round(delay, 2))
