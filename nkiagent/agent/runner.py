@@ -147,14 +147,19 @@ def start_session(cfg: SessionConfig, on_event: Callable[[str, dict[str, Any]], 
     if ws.warning:
         rt.emit("note", text=ws.warning)
     rt.emit("session_start", task=task.name, model=cfg.model, target=cfg.target, approve=cfg.approve, kernel_path=kernel)
-    first = {"messages": [{"role": "system", "content": system_prompt(cfg.target, cfg.workspace)},
-                          {"role": "user", "content": task_prompt(task, kernel, cfg.target, workspace=cfg.workspace)}],
-             "turn": 0, "pending": None, "decision": None, "done": False, "best": None, "nudges": 0,
-             "usage": {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}}
+    first = _first_input(cfg, task, kernel)
     if not cfg.model.startswith(("scripted:", "builtin/")):
         rt.prefetch(first["messages"])  # a remote model answers while LangGraph imports; offline models stay in order
     graph = build_graph(rt, _checkpointer(session))
     return rt, graph, first
+
+
+def _first_input(cfg: SessionConfig, task: Any, kernel: str) -> dict[str, Any]:
+    """The graph's input of a new session: the system and task prompts, nothing spent."""
+    return {"messages": [{"role": "system", "content": system_prompt(cfg.target, cfg.workspace)},
+                         {"role": "user", "content": task_prompt(task, kernel, cfg.target, workspace=cfg.workspace)}],
+            "turn": 0, "pending": None, "decision": None, "done": False, "best": None, "nudges": 0,
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}}
 
 
 def starting_kernel(task: Any) -> Path:
@@ -182,7 +187,13 @@ def resume_session(session_dir: Path, on_event: Callable[[str, dict[str, Any]], 
         cfg.approve = approve
     rt = _runtime(cfg, session, on_event, on_token)
     rt.emit("note", text="session resumed")
-    return rt, build_graph(rt, _checkpointer(session))
+    graph = build_graph(rt, _checkpointer(session))
+    config = {"configurable": {"thread_id": session.id}}
+    if not graph.get_state(config).values:  # stopped before its first step was recorded (ctrl+c during the first request)
+        from ..tasks import get_task
+
+        graph.invoke(_first_input(cfg, get_task(cfg.task), rt.kernel_path), config, interrupt_before=["model"], durability="sync")
+    return rt, graph
 
 
 def _legacy_config(meta: dict[str, Any]) -> SessionConfig:

@@ -137,7 +137,8 @@ def test_slow_server_times_out_after_the_timeout_of_the_repository_config(srv: F
     assert "  error openai/m (openai): no answer within the 0.5 s timeout (timeout_s in the config, --timeout-s)" in out.splitlines()
 
 
-def test_ctrl_c_during_a_retry_wait_ends_at_once_quietly_with_the_resume_hint(srv: FakeOpenAIProcess, ws: Path) -> None:
+def test_ctrl_c_during_a_retry_wait_ends_at_once_quietly_with_the_resume_hint(srv: FakeOpenAIProcess, ws: Path,
+                                                                               capsys: pytest.CaptureFixture[str]) -> None:
     """A real process and a real SIGINT while it waits 30 s to retry (Retry-After): exit 130 within a second, no traceback."""
     srv.push(*[Reply(status=503, error="busy", retry_after_s=30)] * 3)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -153,6 +154,10 @@ def test_ctrl_c_during_a_retry_wait_ends_at_once_quietly_with_the_resume_hint(sr
     sid = _sessions(ws)[0].name
     assert err == f"\nnkiagent run: interrupted; the session is kept: nkiagent resume {sid} --sessions-dir {ws / 'sessions'}\n"
     assert len(srv.requests) == 1  # the retry was never sent
+    srv.reset()
+    srv.push(SUBMIT)  # the hint works: the session, stopped before its first turn was recorded, starts that turn again
+    assert main(["resume", sid, "--sessions-dir", str(ws / "sessions"), "--headless"]) == 1
+    assert "finished after 1 turns: submitted: as is" in capsys.readouterr().out
 
 
 def test_unknown_provider_is_refused_before_a_session_exists(ws: Path, capsys: pytest.CaptureFixture[str]) -> None:
