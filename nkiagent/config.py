@@ -15,14 +15,24 @@ A session stores ``Settings.to_dict()`` in its ``meta.json``; resuming reads it 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
 from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import tomllib
 
-__all__ = ["ENV_PREFIX", "ConfigError", "Settings", "Sourced", "load_settings", "render_settings", "repo_config_path", "setting_help", "user_config_path"]
+__all__ = [
+    "ENV_PREFIX",
+    "ConfigError",
+    "Settings",
+    "Sourced",
+    "load_settings",
+    "render_settings",
+    "repo_config_path",
+    "setting_help",
+    "user_config_path",
+]
 
 ENV_PREFIX = "NKIAGENT_"
 DEFAULT = "default"
@@ -36,21 +46,33 @@ class ConfigError(ValueError):
 class Settings:
     """What a person configures about a session. Field names are the config-file keys."""
 
-    model: str = field(default="builtin/tuner", metadata={"help": "model: a litellm string (anthropic/…, openai/…, hosted_vllm/…, ollama_chat/…), "
-                                                                  "scripted:PATH or builtin/tuner"})
-    api_base: str | None = field(default=None, metadata={"help": "endpoint of an OpenAI-compatible server (vLLM, Ollama's /v1, llama.cpp, a proxy)"})
-    api_key_env: str | None = field(default=None, metadata={"help": "environment variable holding the API key "
-                                                                    "(default: the provider's own, e.g. ANTHROPIC_API_KEY)"})
+    model: str = field(
+        default="builtin/tuner",
+        metadata={"help": "model: a litellm string (anthropic/…, openai/…, hosted_vllm/…, ollama_chat/…), scripted:PATH or builtin/tuner"},
+    )
+    api_base: str | None = field(
+        default=None, metadata={"help": "endpoint of an OpenAI-compatible server (vLLM, Ollama's /v1, llama.cpp, a proxy)"}
+    )
+    api_key_env: str | None = field(
+        default=None, metadata={"help": "environment variable holding the API key (default: the provider's own, e.g. ANTHROPIC_API_KEY)"}
+    )
     timeout_s: float = field(default=60.0, metadata={"help": "seconds one model request may take", "minimum": 0.1})
-    retries: int = field(default=3, metadata={"help": "retries of a request after rate limits, 5xx, timeouts or a server that is down",
-                                              "minimum": 0})
+    retries: int = field(
+        default=3, metadata={"help": "retries of a request after rate limits, 5xx, timeouts or a server that is down", "minimum": 0}
+    )
     temperature: float | None = field(default=None, metadata={"help": "sampling temperature (default: the provider's)", "minimum": 0})
     max_tokens: int | None = field(default=None, metadata={"help": "most tokens per answer (default: the provider's)", "minimum": 1})
     target: str = field(default="trn2", metadata={"help": "Trainium generation", "choices": ("trn1", "trn2", "trn3")})
-    approve: str = field(default="ask", metadata={"help": "review each edit (ask), apply all (auto) or dry run (never)",
-                                                  "choices": ("ask", "auto", "never")})
-    approve_without_terminal: str = field(default="refuse", metadata={
-        "help": "what --approve ask does without a terminal: refuse, or fall back to auto or never", "choices": ("refuse", "auto", "never")})
+    approve: str = field(
+        default="ask", metadata={"help": "review each edit (ask), apply all (auto) or dry run (never)", "choices": ("ask", "auto", "never")}
+    )
+    approve_without_terminal: str = field(
+        default="refuse",
+        metadata={
+            "help": "what --approve ask does without a terminal: refuse, or fall back to auto or never",
+            "choices": ("refuse", "auto", "never"),
+        },
+    )
     max_turns: int = field(default=30, metadata={"help": "most model turns of a session", "minimum": 1})
     budget_usd: float | None = field(default=None, metadata={"help": "stop when the model cost reaches this", "minimum": 0})
     max_seconds: float | None = field(default=None, metadata={"help": "stop after this many seconds", "minimum": 0})

@@ -48,9 +48,11 @@ def lock_repository(workspace: Path, sessions_dir: Path, session_id: str) -> Non
             except BlockingIOError:
                 holder = _holder(fd)
                 os.close(fd)
-                raise RepositoryBusy(f"another nkiagent session ({holder.get('session', '?')}, process {holder.get('pid', '?')}) is working in "
-                                     f"{workspace}; wait for it to end or stop it (ctrl+c there): two sessions in one repository would "
-                                     f"overwrite each other's edits. The lock is {path}.") from None
+                raise RepositoryBusy(
+                    f"another nkiagent session ({holder.get('session', '?')}, process {holder.get('pid', '?')}) is working in "
+                    f"{workspace}; wait for it to end or stop it (ctrl+c there): two sessions in one repository would "
+                    f"overwrite each other's edits. The lock is {path}."
+                ) from None
             _HELD[path] = fd
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps({"pid": os.getpid(), "session": session_id}).encode(), 0)

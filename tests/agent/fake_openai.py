@@ -24,7 +24,10 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["FakeOpenAI", "FakeOpenAIProcess", "Reply"]
 
@@ -62,7 +65,7 @@ class FakeOpenAI:
     def push(self, *replies: Reply) -> None:
         self.replies.extend(replies)
 
-    def __enter__(self) -> FakeOpenAI:
+    def __enter__(self) -> Self:
         self._thread.start()
         self._watchdog.start()
         return self
@@ -214,7 +217,7 @@ class FakeOpenAIProcess:
     def requests(self) -> list[dict[str, Any]]:
         return list(self._call("requests")["requests"])
 
-    def __enter__(self) -> FakeOpenAIProcess:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

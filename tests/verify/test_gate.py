@@ -117,7 +117,8 @@ def test_syntax_error_points_at_the_line_python_names() -> None:
     assert found(source) == [("syntax-error", 7)]
     # tree-sitter's ERROR node for a missing colon starts at the decorator (line 5); the mistake is on the def line (issue 23)
     assert check_source(kernel("@nki.jit\ndef kernel(a, b)\n    return a\n")) == [
-        Violation("syntax-error", "the kernel does not parse here (expected ':'); fix the syntax", 6, 17)]
+        Violation("syntax-error", "the kernel does not parse here (expected ':'); fix the syntax", 6, 17)
+    ]
 
 
 def test_python2_statements_are_syntax_errors() -> None:
