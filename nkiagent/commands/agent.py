@@ -67,6 +67,8 @@ class Progress:
             text = (event["message"].get("content") or "").strip().splitlines()
             calls = ", ".join(tc["function"]["name"] for tc in event["message"].get("tool_calls") or [])
             c.print(f"[bold]turn {self.turn}[/] {text[0][:100] if text else ''} [dim]{('→ ' + calls) if calls else ''}[/]")
+        elif type_ == "tool_call" and event.get("name") in ("evaluate", "profile") and self.level != "verbose":
+            c.print(f"  [dim]{event['name']} {event.get('arguments', {}).get('path', '')} …[/]")  # seconds of work: say it started
         elif type_ == "tool_call" and self.level == "verbose":
             c.print(f"  [dim]⚙ {event.get('name')}({json.dumps(event.get('arguments', {}))[:200]})[/]")
         elif type_ == "tool_result" and self.level == "verbose":

@@ -261,8 +261,9 @@ class NkiAgentApp(App[None]):
     def _settings(self, **changes: Any) -> Settings:
         """The launch's configuration with what the person changed in the UI (model, target, review mode) on top."""
         la = self.launch
-        return replace(la.settings or Settings(), model=la.model, target=la.target, approve=la.approve or "ask", max_turns=la.max_turns,
-                       api_base=la.api_base, verify_seeds=la.verify_seeds, **changes)
+        launch = {"model": la.model, "target": la.target, "approve": la.approve or "ask", "max_turns": la.max_turns, "api_base": la.api_base,
+                  "verify_seeds": la.verify_seeds}
+        return replace(la.settings or Settings(), **{**launch, **changes})
 
     def _start(self, task: str) -> None:
         from ..agent.runner import SessionConfig  # light: the runner imports LangGraph only when a session starts
