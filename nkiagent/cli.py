@@ -20,14 +20,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="A coding agent for AWS Trainium NKI kernels, with an embedded NKI emulator.",
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument("--completion", choices=["bash", "zsh"], help="print a shell completion script (eval \"$(nkiagent --completion bash)\")")
     ui = parser.add_argument_group("the terminal UI (no COMMAND opens it in the workspace)")
     ui.add_argument("--task", dest="ui_task", metavar="NAME", help="start a session on this task in the UI")
-    ui.add_argument("--model", dest="ui_model", metavar="MODEL", default="builtin/tuner", help="model of that session (default: builtin/tuner)")
-    ui.add_argument("--api-base", dest="ui_api_base", metavar="URL", help="OpenAI-compatible endpoint for local servers")
-    ui.add_argument("--approve", dest="ui_approve", choices=["ask", "auto", "never"], default="ask", help="review each edit (default), apply all, or dry run")
-    ui.add_argument("--target", dest="ui_target", choices=["trn1", "trn2", "trn3"], default="trn2")
+    add_settings_options(ui, dest_prefix="ui_")
     ui.add_argument("--workspace", dest="ui_workspace", metavar="DIR", default=".", help="the repository to work in (default: here)")
-    ui.add_argument("--max-turns", dest="ui_max_turns", metavar="N", type=int, default=30)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     sim = sub.add_parser("simulate", help="run a kernel file on the embedded emulator with random inputs")
@@ -75,16 +72,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run an agent session headless on a task")
     run.add_argument("--task", required=True, help="builtin task name or task file")
-    run.add_argument("--model", required=True, help="litellm model string (anthropic/…, openai/…, hosted_vllm/…, ollama_chat/…), scripted:PATH or builtin/tuner")
-    run.add_argument("--api-base", help="OpenAI-compatible endpoint for local servers (vLLM, Ollama …)")
-    run.add_argument("--max-turns", type=int, default=30)
-    run.add_argument("--budget-usd", type=float, help="stop when the model cost reaches this")
-    run.add_argument("--approve", choices=["ask", "auto", "never"], default="ask", help="review each edit (ask), apply all (auto) or dry run (never)")
-    run.add_argument("--target", choices=["trn1", "trn2", "trn3"])
+    add_settings_options(run)
     run.add_argument("--workspace", default=".", help="the repository to work in (default: here)")
     run.add_argument("--kernel", help="kernel file in the workspace (default: kernels/<task>.py)")
     run.add_argument("--json", action="store_true", help="print the final summary as JSON")
+    _output_options(run)
     _backend_option(run)
+
+    cfg = sub.add_parser("config", help="show the configuration a session here would use, and where each value came from")
+    cfg.add_argument("action", choices=["show"])
+    cfg.add_argument("--workspace", default=".", help="the repository whose .nkiagent/config.toml is read (default: here)")
+    cfg.add_argument("--json", action="store_true", help="print {key: {value, source}} as JSON")
+    add_settings_options(cfg)
 
     demo = sub.add_parser("demo", help="an offline demo session (builtin/tuner model, embedded emulator)")
     demo.add_argument("--headless", action="store_true", help="run in the terminal without the UI")
@@ -92,13 +91,25 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--target", choices=["trn1", "trn2", "trn3"])
     demo.add_argument("--max-turns", type=int, default=40)
     demo.add_argument("--json", action="store_true")
+    _output_options(demo)
 
     sess = sub.add_parser("sessions", help="list, show or resume stored sessions")
     sess.add_argument("action", choices=["list", "show", "resume"])
-    sess.add_argument("id", nargs="?")
+    sess.add_argument("id", nargs="?", help="session id (show and resume; see --last)")
+    sess.add_argument("--last", action="store_true", help="the newest session (show and resume)")
     sess.add_argument("--sessions-dir", default="sessions")
     sess.add_argument("--approve", choices=["ask", "auto", "never"], help="override the session's review mode when resuming")
     sess.add_argument("--headless", action="store_true", help="resume in the terminal without the UI")
+    _output_options(sess)
+
+    res = sub.add_parser("resume", help="resume a stored session (same as `sessions resume`; --last for the newest)")
+    res.add_argument("id", nargs="?", help="session id")
+    res.add_argument("--last", action="store_true", help="the newest session")
+    res.add_argument("--sessions-dir", default="sessions")
+    res.add_argument("--approve", choices=["ask", "auto", "never"], help="override the session's review mode")
+    res.add_argument("--headless", action="store_true", help="resume in the terminal without the UI")
+    res.set_defaults(action="resume")
+    _output_options(res)
 
     undo = sub.add_parser("undo", help="restore the previous snapshot of the session's kernel")
     undo.add_argument("--session", help="session id (default: the newest)")
@@ -119,6 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     doc = sub.add_parser("doctor", help="show which Neuron software (nki, neuronx-cc, devices, profiler) is here and which backend each command uses")
     doc.add_argument("--json", action="store_true")
+    doc.add_argument("--model", metavar="MODEL", help="also send one tiny request to this model (with the configured endpoint and key) and say what works")
+    doc.add_argument("--api-base", help="endpoint for --model (default: the configuration's)")
+    doc.add_argument("--api-key-env", help="environment variable holding the key for --model")
+    doc.add_argument("--workspace", default=".", help="the repository whose configuration --model uses (default: here)")
 
     cc = sub.add_parser("crosscheck", help="run a kernel on the emulator and on AWS's real toolchain and report the differences")
     cc.add_argument("kernel", help="path to the kernel file")
@@ -142,6 +157,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def add_settings_options(p: argparse._ActionsContainer, dest_prefix: str = "") -> None:
+    """One flag per :class:`~nkiagent.config.Settings` field (``--timeout-s`` for ``timeout_s``), default None: unset flags do not override the config."""
+    from .config import Settings, setting_help
+
+    kinds = {"int": int, "float": float}
+    for key, value in Settings().to_dict().items():
+        help_, choices, kind = setting_help(key)
+        p.add_argument("--" + key.replace("_", "-"), dest=dest_prefix + key, type=kinds.get(kind, str), choices=choices or None,
+                       default=None, metavar=None if choices else key.upper(),
+                       help=f"{help_} (default: {value if value is not None else 'not set'}; see `nkiagent config show`)")
+
+
+def _output_options(p: argparse.ArgumentParser) -> None:
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("-q", "--quiet", action="store_true", help="print only the summary (errors still go to stderr)")
+    out.add_argument("-v", "--verbose", action="store_true", help="also print every tool call and result")
+    out.add_argument("--json-events", action="store_true", help="print each session event as one JSON object per line on stdout")
+
+
 def _backend_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=["auto", "emulator", "neuron-sim", "neuron-hw"], default="auto",
                    help="where kernels run: auto (hardware if present, else AWS's simulator, else the emulator), or one of them; see `nkiagent doctor`")
@@ -161,14 +195,59 @@ def _use_backend(requested: str) -> str | None:
     return None
 
 
+#: exit codes, documented in the README ("Exit codes")
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
+
+#: optional packages → the extra of pyproject.toml that installs them
+EXTRAS = {"ray": "ray", "pyarrow": "export", "datasets": "export", "torch": "torch"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; interrupts, closed pipes and missing optional packages end with one line, not a traceback."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    name = f"nkiagent {args.command}" if args.command else "nkiagent"
+    try:
+        return _dispatch(parser, args)
+    except KeyboardInterrupt:
+        print(f"\n{name}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_PIPE
+    except ModuleNotFoundError as exc:
+        root = (exc.name or "").split(".")[0]
+        if root not in EXTRAS:
+            raise
+        print(f"{name}: this needs {root}, which is not installed: pip install 'nkiagent[{EXTRAS[root]}]'", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _quiet_stdout() -> None:
+    """The reader of our stdout went away (``| head``): send the rest to /dev/null so the exit flush does not fail again."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.version:
         from . import __version__
 
         print(__version__)
         return 0
+    if args.completion:
+        from .commands.completion import completion_script
+
+        print(completion_script(parser, args.completion))
+        return 0
+    if args.command == "config":
+        from .commands.agent import run_config
+
+        return run_config(args)
     if args.command == "simulate":
         from .commands.simulate import run_simulate
 
@@ -196,10 +275,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .commands.task_new import run_task_new
 
         return run_task_new(args)
-    if args.command in ("run", "demo", "sessions", "undo"):
+    if args.command in ("run", "demo", "sessions", "resume", "undo"):
         from .commands import agent
 
-        return {"run": agent.run_run, "demo": agent.run_demo, "sessions": agent.run_sessions, "undo": agent.run_undo}[args.command](args)
+        return {"run": agent.run_run, "demo": agent.run_demo, "sessions": agent.run_sessions, "resume": agent.run_sessions,
+                "undo": agent.run_undo}[args.command](args)
     if args.command == "search":
         from .commands.search import run_search_command
 

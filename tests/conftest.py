@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 from nkiagent import emu
+from nkiagent.config import ENV_PREFIX, Settings
 
 emu.install(force=True)
 
@@ -34,6 +35,10 @@ if _INHERITED is None:
     _remove_orphans()
 _CACHE = _INHERITED or tempfile.mkdtemp(prefix=f"nkiagent-test-inputs-{os.getpid()}-", dir=_SHM)
 os.environ["NKIAGENT_INPUT_CACHE"] = os.environ["NKIAGENT_TEST_INPUT_CACHE"] = _CACHE
+# the person's own ~/.config/nkiagent/config.toml and NKIAGENT_* settings must not change what tests run
+os.environ["XDG_CONFIG_HOME"] = os.path.join(_CACHE, "no-user-config")
+for _key in Settings().to_dict():
+    os.environ.pop(ENV_PREFIX + _key.upper(), None)
 
 
 def pytest_sessionfinish(session: object, exitstatus: int) -> None:

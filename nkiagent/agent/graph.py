@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, TypedDict
 
 from .context import condense
+from .models.base import ModelError
 from .prompts import render
 from .tools import AgentContext, ToolRegistry, compact_evaluation
 from .types import Model, ModelTurn, ToolCall, TurnCancelled, Usage
@@ -91,6 +92,23 @@ class Runtime:
             return pending[1].result()
         return self.model.complete(sent, self.tools.schemas(), self.on_token)
 
+    def watch_model(self) -> None:
+        """Pass a model's waits and retries on: a retry is an event of the session, a wait only reaches ``on_event`` (not stored)."""
+        if hasattr(self.model, "on_status"):
+            self.model.on_status = self._model_status
+
+    def _model_status(self, kind: str, fields: dict[str, Any]) -> None:
+        if kind == "retry":
+            self.emit("model_retry", **fields)
+        elif self.on_event is not None:
+            self.on_event("model_wait", {"type": "model_wait", **fields})
+
+    def cancel(self) -> None:
+        """Stop the model request in flight or its retry wait, if the model can (thread-safe)."""
+        cancel = getattr(self.model, "cancel", None)
+        if cancel is not None:
+            cancel()
+
     def emit(self, type_: str, **fields: Any) -> dict[str, Any]:
         event = self.session.append(type_, **fields)
         if self.on_event is not None:
@@ -144,7 +162,8 @@ def build_graph(rt: Runtime, checkpointer: Any = None) -> Any:
         except TurnCancelled:
             raise  # the person stopped the turn: not the model's failure, and the step is asked again later
         except Exception as exc:  # noqa: BLE001 — a model failure ends the session cleanly; nothing is lost
-            rt.emit("error", turn=turn, where="model", message=f"{type(exc).__name__}: {exc}")
+            # a ModelError's message names the model, the problem and the fix already
+            rt.emit("error", turn=turn, where="model", message=str(exc) if isinstance(exc, ModelError) else f"{type(exc).__name__}: {exc}")
             return {"done": True, "stop_reason": f"model error: {exc}", "turn": turn}
         usage = dict(state.get("usage") or {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0})
         u: Usage = answer.usage
@@ -271,7 +290,8 @@ def build_graph(rt: Runtime, checkpointer: Any = None) -> Any:
                     evaluation_text = compact_evaluation(ev)
                     evaluated = True
         n = len(p.get("calls", [p["tool_call_id"]]))
-        if refused:
+        if refused:  # the person sees it as refused, not as the accepted review before it
+            rt.emit("edit_refused", turn=state.get("turn", 0), path=p["path"], reason=refused, action=d["action"])
             content = f"The edit to {p['path']} was not applied: {refused}"
         else:
             content = render("feedback.md.j2", None, decision=d, path=p["path"], total=p["hunks"], commit=commit or "", evaluation=evaluation_text)
@@ -350,7 +370,8 @@ def _result(data: dict[str, Any]) -> dict[str, Any]:
     """The session's result from a submit's data: the file and its full verification."""
     ev = data.get("evaluation") or {}
     return {"path": data.get("path", ""), "verdict": ev.get("verdict"), "latency_us": ev.get("latency_us"), "speedup": ev.get("speedup"),
-            "code_sha256": ev.get("code_sha256"), "timing_source": ev.get("timing_source"), "reasons": ev.get("reasons", [])[:3]}
+            "code_sha256": ev.get("code_sha256"), "timing_source": ev.get("timing_source"), "reasons": ev.get("reasons", [])[:3],
+            "speedup_vs": ev.get("speedup_vs")}
 
 
 def _record_evaluation(rt: Runtime, state: AgentState, ev: dict[str, Any], path: str) -> dict[str, Any] | None:
@@ -361,5 +382,5 @@ def _record_evaluation(rt: Runtime, state: AgentState, ev: dict[str, Any], path:
     best = state.get("best")
     if ev.get("verdict") == "pass" and ev.get("latency_us") is not None and (best is None or ev["latency_us"] < best["latency_us"]):
         return {"code_sha256": ev.get("code_sha256"), "latency_us": ev["latency_us"], "speedup": ev.get("speedup"), "path": path,
-                "timing_source": ev.get("timing_source")}
+                "timing_source": ev.get("timing_source"), "speedup_vs": ev.get("speedup_vs")}
     return best

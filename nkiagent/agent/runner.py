@@ -14,30 +14,49 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..traces.store import Session, SessionStore
-from ..verify.protocol import VISIBLE_SEEDS
+from ..config import Settings
+from ..traces.store import Session, SessionStore, new_session_id
 from .graph import Budget, Runtime, build_graph
+from .lock import lock_repository
 from .prompts import system_prompt, task_prompt
 from .tools import AgentContext, ToolRegistry, load_tools
 
 __all__ = ["SessionConfig", "SessionOutcome", "drive", "edit_in_editor", "resume_session", "start_session", "starting_kernel", "terminal_review"]
 
 
-@dataclass
-class SessionConfig:
+@dataclass(kw_only=True)
+class SessionConfig(Settings):
+    """A session's whole configuration: the person's :class:`~nkiagent.config.Settings` and what the session works on.
+
+    Stored whole in ``meta.json`` (:meth:`to_meta`) and read back whole on resume (:meth:`from_meta`).
+    """
+
     task: str
-    model: str
     workspace: Path
-    target: str = "trn2"
-    approve: str = "auto"
-    max_turns: int = 30
-    budget_usd: float | None = None
-    max_seconds: float | None = None
-    api_base: str | None = None
+    approve: str = "auto"  #: a session made in code applies its edits unless told otherwise; the CLI's default comes from Settings
     kernel_path: str | None = None
     sessions_dir: Path | None = None
-    verify_seeds: int = VISIBLE_SEEDS
     tools: list[str] | None = None
+
+    @property
+    def settings(self) -> Settings:
+        return Settings(**{k: getattr(self, k) for k in Settings().to_dict()})
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **where: Any) -> SessionConfig:
+        return cls(**settings.to_dict(), **where)
+
+    def to_meta(self) -> dict[str, Any]:
+        """JSON for ``meta.json``: typed values, nothing turned into strings."""
+        return {"settings": self.settings.to_dict(), "task": self.task, "workspace": str(self.workspace), "kernel_path": self.kernel_path,
+                "sessions_dir": None if self.sessions_dir is None else str(self.sessions_dir), "tools": self.tools}
+
+    @classmethod
+    def from_meta(cls, conf: dict[str, Any]) -> SessionConfig:
+        """The config :meth:`to_meta` stored; a bad value is a :class:`~nkiagent.config.ConfigError` naming it."""
+        settings = Settings.from_dict(conf.get("settings") or {})
+        return cls.from_settings(settings, task=conf["task"], workspace=Path(conf["workspace"]), kernel_path=conf.get("kernel_path"),
+                                 sessions_dir=None if conf.get("sessions_dir") is None else Path(conf["sessions_dir"]), tools=conf.get("tools"))
 
 
 @dataclass
@@ -59,24 +78,39 @@ class SessionOutcome:
         return self.state.get("stop_reason", "")
 
 
-def _model(spec: str, api_base: str | None) -> Any:
+def build_model(settings: Settings) -> Any:
+    """The model ``settings`` name, with their endpoint, key variable, timeout, retries and sampling options."""
     from .models import get_model
 
-    return get_model(spec, api_base=api_base) if api_base else get_model(spec)
+    if settings.model.startswith(("scripted:", "builtin/")):
+        return get_model(settings.model)  # offline models take no endpoint or sampling options
+    return get_model(settings.model, api_base=settings.api_base, api_key_env=settings.api_key_env, timeout_s=settings.timeout_s,
+                     num_retries=settings.retries, temperature=settings.temperature, max_tokens=settings.max_tokens)
+
+
+def check_model(model: Any) -> None:
+    """Raise the configuration problems a model can know before its first request (ModelError), sending nothing."""
+    check = getattr(model, "check", None)
+    if check is not None:
+        check()
 
 
 def _runtime(cfg: SessionConfig, session: Session, on_event: Callable[[str, dict[str, Any]], None] | None,
-             on_token: Callable[[str], None] | None) -> Runtime:
+             on_token: Callable[[str], None] | None, model: Any = None) -> Runtime:
+    """The runtime of a new or resumed session; the starting kernel (stored in the session) is the reference of a task without a baseline."""
     from ..tasks import get_task
     from .workspace import Workspace, kernel_path
 
     task = get_task(cfg.task)
     ws = Workspace(cfg.workspace)
     kernel = cfg.kernel_path or kernel_path(task.name)
-    ctx = AgentContext(ws, task, cfg.target, cfg.verify_seeds)
+    sha = session.meta().get("start_kernel_sha")
+    ctx = AgentContext(ws, task, cfg.target, cfg.verify_seeds, start_text=session.kernel(sha) if sha else None)
     registry = ToolRegistry(load_tools(cfg.workspace, cfg.tools))
     budget = Budget(cfg.max_turns, cfg.budget_usd, cfg.max_seconds)
-    return Runtime(_model(cfg.model, cfg.api_base), registry, ctx, session, cfg.approve, budget, kernel, on_event, on_token)
+    rt = Runtime(model if model is not None else build_model(cfg), registry, ctx, session, cfg.approve, budget, kernel, on_event, on_token)
+    rt.watch_model()
+    return rt
 
 
 def _checkpointer(session: Session) -> Any:
@@ -88,7 +122,11 @@ def _checkpointer(session: Session) -> Any:
 
 def start_session(cfg: SessionConfig, on_event: Callable[[str, dict[str, Any]], None] | None = None,
                   on_token: Callable[[str], None] | None = None) -> tuple[Runtime, Any, dict[str, Any]]:
-    """Create the session (store, kernel file if missing) and return (runtime, graph, first input)."""
+    """Create the session (store, kernel file if missing) and return (runtime, graph, first input).
+
+    The task and the model are checked first (``KeyError``/``FileNotFoundError``/``ModelError``), so a
+    start that cannot work leaves no session behind.
+    """
     from .. import __version__
     from ..tasks import get_task
     from .workspace import Workspace, kernel_path
@@ -96,26 +134,37 @@ def start_session(cfg: SessionConfig, on_event: Callable[[str, dict[str, Any]], 
     task = get_task(cfg.task)
     ws = Workspace(cfg.workspace)
     kernel = cfg.kernel_path or kernel_path(task.name)
+    start_text = None if ws.exists(kernel) else starting_kernel(task).read_text()
+    model = build_model(cfg)
+    check_model(model)
     store = SessionStore(cfg.sessions_dir or cfg.workspace / "sessions")
-    session = store.create({"task": task.name, "model": cfg.model, "strategy": "refine", "target": cfg.target, "approve": cfg.approve,
-                            "kernel_path": kernel, "workspace": str(cfg.workspace), "config": {k: str(v) for k, v in vars(cfg).items()},
-                            "versions": {"nkiagent": __version__, "python": sys.version.split()[0]}})
+    session_id = new_session_id()
+    lock_repository(cfg.workspace, store.root, session_id)  # before anything is written: a busy repository leaves no session
     cfg.kernel_path = kernel
-    if not ws.exists(kernel):  # the session owns the starting kernel it writes, so it may keep editing it
-        ws.write(kernel, starting_kernel(task).read_text(), session.id, f"nkiagent: starting kernel for {task.name}")
-    rt = _runtime(cfg, session, on_event, on_token)
+    session = store.create({"task": task.name, "model": cfg.model, "strategy": "refine", "target": cfg.target, "approve": cfg.approve,
+                            "kernel_path": kernel, "workspace": str(cfg.workspace), "config": cfg.to_meta(),
+                            "versions": {"nkiagent": __version__, "python": sys.version.split()[0]}}, session_id)
+    if start_text is not None:  # the session owns the starting kernel it writes, so it may keep editing it
+        ws.write(kernel, start_text, session.id, f"nkiagent: starting kernel for {task.name}")
+    session.update_meta(start_kernel_sha=session.save_kernel(ws.read(kernel)))
+    rt = _runtime(cfg, session, on_event, on_token, model)
     session.update_meta(tools=rt.tools.schemas())  # exports read the tools the session offered from the session itself
     if ws.warning:
         rt.emit("note", text=ws.warning)
     rt.emit("session_start", task=task.name, model=cfg.model, target=cfg.target, approve=cfg.approve, kernel_path=kernel)
-    first = {"messages": [{"role": "system", "content": system_prompt(cfg.target, cfg.workspace)},
-                          {"role": "user", "content": task_prompt(task, kernel, cfg.target, workspace=cfg.workspace, turns=cfg.max_turns)}],
-             "turn": 0, "pending": None, "decision": None, "done": False, "best": None, "nudges": 0,
-             "usage": {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}}
+    first = _first_input(cfg, task, kernel)
     if not cfg.model.startswith(("scripted:", "builtin/")):
         rt.prefetch(first["messages"])  # a remote model answers while LangGraph imports; offline models stay in order
     graph = build_graph(rt, _checkpointer(session))
     return rt, graph, first
+
+
+def _first_input(cfg: SessionConfig, task: Any, kernel: str) -> dict[str, Any]:
+    """The graph's input of a new session: the system and task prompts, nothing spent."""
+    return {"messages": [{"role": "system", "content": system_prompt(cfg.target, cfg.workspace)},
+                         {"role": "user", "content": task_prompt(task, kernel, cfg.target, workspace=cfg.workspace, turns=cfg.max_turns)}],
+            "turn": 0, "pending": None, "decision": None, "done": False, "best": None, "nudges": 0,
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}}
 
 
 def starting_kernel(task: Any) -> Path:
@@ -137,13 +186,26 @@ def resume_session(session_dir: Path, on_event: Callable[[str, dict[str, Any]], 
     store = SessionStore(session_dir.parent)
     session = store.open(session_dir.name)
     meta = session.meta()
-    conf = meta.get("config", {})
-    cfg = SessionConfig(task=meta["task"], model=meta["model"], workspace=Path(meta["workspace"]), target=meta.get("target", "trn2"),
-                        approve=approve or meta.get("approve", "auto"), kernel_path=meta.get("kernel_path"),
-                        max_turns=int(conf.get("max_turns", 30)), api_base=None if conf.get("api_base") in (None, "None") else conf["api_base"])
+    lock_repository(Path(meta["workspace"]), store.root, session.id)
+    cfg = SessionConfig.from_meta(meta["config"]) if "settings" in meta.get("config", {}) else _legacy_config(meta)
+    if approve:
+        cfg.approve = approve
     rt = _runtime(cfg, session, on_event, on_token)
     rt.emit("note", text="session resumed")
-    return rt, build_graph(rt, _checkpointer(session))
+    graph = build_graph(rt, _checkpointer(session))
+    config = {"configurable": {"thread_id": session.id}}
+    if not graph.get_state(config).values:  # stopped before its first step was recorded (ctrl+c during the first request)
+        from ..tasks import get_task
+
+        graph.invoke(_first_input(cfg, get_task(cfg.task), rt.kernel_path), config, interrupt_before=["model"], durability="sync")
+    return rt, graph
+
+
+def _legacy_config(meta: dict[str, Any]) -> SessionConfig:
+    """The config of a session stored before issue 23 (every value a string): read with the same validation."""
+    conf = {k: v for k, v in meta.get("config", {}).items() if k in Settings().to_dict()}
+    return SessionConfig.from_settings(Settings.from_dict(conf), task=meta["task"], workspace=Path(meta["workspace"]),
+                                       kernel_path=meta.get("kernel_path"))
 
 
 def terminal_review(payload: dict[str, Any]) -> dict[str, Any]:

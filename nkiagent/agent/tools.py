@@ -44,7 +44,11 @@ class AgentContext:
         """A file as this turn's proposal has it, else as the workspace has it."""
         return self.proposed[path] if path in self.proposed else self.workspace.read(path)
 
+    start_text: str | None = None  #: the session's starting kernel: the speedup reference of a task without a baseline
+    _start_latency: list[float | None] = field(default_factory=list)  #: its latency, once measured ([] until then)
+
     def evaluate(self, path: str, seeds: int | None = None, hidden: bool = True) -> dict[str, Any]:
+        """Verify ``path``; a task without a baseline kernel gets its speedup against the starting kernel, and says so."""
         from ..verify.verifier import VerifyOptions, verify
 
         where = self.workspace.resolve(path)
@@ -52,10 +56,34 @@ class AgentContext:
         res = verify(where, self.task, self.target, VerifyOptions(seeds=seeds or self.verify_seeds, hidden=hidden))
         # the model knows its files by their workspace paths: name kernel lines that way
         out: dict[str, Any] = json.loads(json.dumps(res.to_dict()).replace(json.dumps(str(where))[1:-1], json.dumps(path)[1:-1]))
+        base = self.task.baseline_path()
+        if base is None or not base.is_file():
+            ref = self._starting_latency()
+            out["speedup_vs"] = "the starting kernel (the task has no baseline)"
+            if ref and out.get("latency_us") and out.get("speedup") is None:
+                out["baseline_latency_us"] = ref
+                out["speedup"] = round(ref / out["latency_us"], 4)
+        else:
+            out["speedup_vs"] = "the task baseline"
         self.evaluations.append(out)
         if out.get("code_sha256"):
             self.kernels[out["code_sha256"]] = source
         return out
+
+    def _starting_latency(self) -> float | None:
+        """The starting kernel's latency estimate on this target (measured once, with one seed: latency does not depend on it)."""
+        if not self._start_latency:
+            self._start_latency.append(None)
+            if self.start_text is not None:
+                import tempfile
+
+                from ..verify.verifier import VerifyOptions, verify
+
+                with tempfile.TemporaryDirectory(prefix="nkiagent-start-") as tmp:
+                    file = Path(tmp) / "starting_kernel.py"
+                    file.write_text(self.start_text)
+                    self._start_latency[0] = verify(file, self.task, self.target, VerifyOptions(seeds=1, hidden=False, with_baseline=False)).latency_us
+        return self._start_latency[0]
 
 
 def load_tools(workspace: Path | None = None, only: list[str] | None = None) -> dict[str, ToolSpec]:

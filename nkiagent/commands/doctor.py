@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import time
 
 __all__ = ["run_doctor"]
 
@@ -15,6 +17,8 @@ _DESCRIBE = {
 
 
 def run_doctor(args: argparse.Namespace) -> int:
+    if getattr(args, "model", None):
+        return check_model_command(args)
     from ..backends import detect, select_backend
 
     tc = detect(refresh=True)
@@ -46,4 +50,38 @@ def run_doctor(args: argparse.Namespace) -> int:
         print()
         print("No Neuron software found: every command runs on the embedded emulator (that is the default and needs nothing else).")
         print("On Trainium, install AWS's Neuron SDK (nki, neuronx-cc, aws-neuronx-tools) and run `nkiagent doctor` again.")
+    return 0
+
+
+#: the one tool of the check request: whether the server accepts ``tools`` is what a session needs to know
+_PING_TOOL = {"type": "function", "function": {"name": "ok", "description": "call this to answer", "parameters": {"type": "object", "properties": {}}}}
+
+
+def check_model_command(args: argparse.Namespace) -> int:
+    """``nkiagent doctor --model M``: one tiny request with the configured endpoint, key, timeout; what works, or the error and its fix."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from ..agent.models import ModelError
+    from ..agent.runner import build_model, check_model
+    from ..config import ConfigError, load_settings
+
+    try:
+        settings = load_settings(Path(args.workspace).resolve(), {"model": args.model, "api_base": args.api_base,
+                                                                  "api_key_env": args.api_key_env}).settings
+    except ConfigError as exc:
+        print(f"nkiagent doctor: {exc}", file=sys.stderr)
+        return 2
+    model = build_model(replace(settings, retries=0, max_tokens=16, temperature=None))
+    where = f" at {settings.api_base}" if settings.api_base else ""
+    t0 = time.monotonic()
+    try:
+        check_model(model)
+        turn = model.complete([{"role": "user", "content": "Reply with the single word: ok"}], [_PING_TOOL])
+    except ModelError as exc:
+        print(f"model {settings.model}: FAILED: {exc}")
+        return 1
+    tools = "no (the server refused them: sessions use the text fallback)" if getattr(model, "text_mode", False) else "yes"
+    print(f"model {settings.model}{where}: answered in {time.monotonic() - t0:.2f} s (served as {turn.model or settings.model}); "
+          f"tool calls: {tools}; timeout {settings.timeout_s:g} s, retries {settings.retries}")
     return 0

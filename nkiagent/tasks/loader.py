@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import traceback
 from functools import lru_cache
 from pathlib import Path
 
@@ -22,7 +23,13 @@ def load_task_file(path: str | Path) -> Task:
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import task file {path}")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise ValueError(f"{path}:{exc.lineno}: the task file does not parse ({exc.msg}); fix the syntax") from None
+    except (ImportError, NameError, AttributeError, TypeError, ValueError) as exc:
+        line = next((f.lineno for f in reversed(traceback.extract_tb(exc.__traceback__)) if f.filename == str(file)), None)
+        raise ValueError(f"{path}{f':{line}' if line else ''}: importing the task file failed: {type(exc).__name__}: {exc}") from None
     task = getattr(module, "TASK", None)
     if not isinstance(task, Task):
         raise ValueError(f"{path}: a task file must define TASK = Task(...)")

@@ -22,7 +22,7 @@ from typing import Any
 __all__ = ["EVENT_TYPES", "SessionStore", "Session", "read_events", "new_session_id"]
 
 EVENT_TYPES = frozenset(
-    {"session_start", "model_request", "model_response", "tool_call", "tool_result", "edit_proposed", "review_decision",
+    {"session_start", "model_request", "model_response", "tool_call", "tool_result", "edit_proposed", "review_decision", "edit_refused", "model_retry",
      "edit_applied", "evaluation", "candidate", "note", "error", "session_end"}
 )
 

@@ -20,7 +20,7 @@ import json
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -34,6 +34,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, TabbedContent, TabPane
 
+from ..config import Settings
 from ..verify.protocol import VISIBLE_SEEDS
 from .bridge import AgentBridge
 from .commands import COMMANDS, help_text, parse, transcript_markdown
@@ -66,6 +67,7 @@ class Launch:
     sessions_dir: Path | None = None
     verify_seeds: int = VISIBLE_SEEDS
     headline: str = ""  #: a line shown first (e.g. where the demo workspace is)
+    settings: Settings | None = None  #: the rest of the configuration (timeouts, retries, key variable, budgets); None: the defaults
 
 
 class AgentEvent(Message):
@@ -257,12 +259,17 @@ class NkiAgentApp(App[None]):
 
         self.run_worker(body, thread=True, group="agent", name=what, exit_on_error=False)
 
+    def _settings(self, **changes: Any) -> Settings:
+        """The launch's configuration with what the person changed in the UI (model, target, review mode) on top."""
+        la = self.launch
+        launch = {"model": la.model, "target": la.target, "approve": la.approve or "ask", "max_turns": la.max_turns, "api_base": la.api_base,
+                  "verify_seeds": la.verify_seeds}
+        return replace(la.settings or Settings(), **{**launch, **changes})
+
     def _start(self, task: str) -> None:
         from ..agent.runner import SessionConfig  # light: the runner imports LangGraph only when a session starts
 
-        la = self.launch
-        cfg = SessionConfig(task=task, model=la.model, workspace=la.workspace, target=la.target, approve=la.approve or "ask", max_turns=la.max_turns,
-                            api_base=la.api_base, sessions_dir=la.sessions_dir, verify_seeds=la.verify_seeds)
+        cfg = SessionConfig.from_settings(self._settings(), task=task, workspace=self.launch.workspace, sessions_dir=self.launch.sessions_dir)
         self._run_agent(lambda b: b.start(cfg), f"starting a session on {task}")
 
     # -- messages from the agent thread ----------------------------------------------------------
@@ -369,11 +376,11 @@ class NkiAgentApp(App[None]):
         self.status_bar.show(model=arg)
         rt = self.bridge.rt
         if rt is not None:
-            from ..agent.models import get_model
+            from ..agent.runner import build_model
 
             try:
-                remote = self.launch.api_base and not arg.startswith("builtin/")  # the builtin models take no endpoint
-                rt.model = get_model(arg, api_base=self.launch.api_base) if remote else get_model(arg)
+                rt.model = build_model(self._settings(model=arg))
+                rt.watch_model()
             except (ValueError, OSError) as exc:
                 await self.conversation.note(f"/model: {exc}", "red")
                 return

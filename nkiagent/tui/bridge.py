@@ -132,8 +132,10 @@ class AgentBridge:
             self.running = False
 
     def cancel(self) -> None:
-        """Stop the current turn (thread-safe): between steps, in a waiting review, or in the model's stream."""
+        """Stop the current turn (thread-safe): between steps, in a waiting review, in the model's stream, or while a request waits or retries."""
         self._cancel.set()
+        if self.rt is not None:
+            self.rt.cancel()
         with self._lock:
             if self._review is not None and not self._review.done():
                 self._review.set_exception(TurnCancelled("cancelled by the user"))

@@ -16,6 +16,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Collapsible, DataTable, Sparkline, Static
 
+from ..agent.models.base import retry_text, wait_text
 from .profiling import render_profile
 
 __all__ = ["Conversation", "KernelView", "Leaderboard", "ProfileView", "SearchView", "Status", "StatusBar", "VerdictCard"]
@@ -65,6 +66,7 @@ class Conversation(VerticalScroll):
         self._stream: Any = None  # MarkdownStream of the turn being streamed
         self._streamed = False
         self._calls: dict[str, tuple[Static, dict[str, Any]]] = {}
+        self._wait: Static | None = None  #: the "waiting for the model: N s" line while a request is out
 
     async def add_token(self, text: str) -> None:
         """Append streamed model text to the current turn (a new Markdown block on the turn's first token)."""
@@ -91,8 +93,21 @@ class Conversation(VerticalScroll):
         await self.mount(Static(Text(text, style=style), classes="note"))
         self.scroll_end(animate=False)
 
+    async def _show_wait(self, e: dict[str, Any]) -> None:
+        """One line that counts the seconds a request has waited (updated in place, removed when the answer comes)."""
+        text = Text(wait_text(e), style="dim yellow")
+        if self._wait is not None and self._wait.is_attached:
+            self._wait.update(text)
+        else:
+            self._wait = Static(text, classes="note")
+            await self.mount(self._wait)
+            self.scroll_end(animate=False)
+
     async def add_event(self, type_: str, e: dict[str, Any]) -> None:
         """Draw one session event (live or replayed)."""
+        if self._wait is not None and type_ != "model_wait":
+            await self._wait.remove()
+            self._wait = None
         if type_ == "model_request":
             self._streamed = False
             await self.mount(Static(Text(f"turn {e.get('turn')} · {e.get('model', '')}", style="bold"), classes="turn"))
@@ -135,6 +150,13 @@ class Conversation(VerticalScroll):
             await self.note(f"review ({e.get('mode')}): {what}{fb}", "magenta")
         elif type_ == "edit_applied":
             await self.note(f"applied {e.get('path')} (snapshot {(e.get('commit') or '')[:10]})", "green")
+        elif type_ == "edit_refused":
+            await self.note(f"✗ not applied: {e.get('path')}: {e.get('reason', '')}", "bold red")
+        elif type_ == "model_retry":
+            await self.note(retry_text(e), "yellow")
+        elif type_ == "model_wait":
+            await self._show_wait(e)
+            return
         elif type_ == "evaluation":
             await self.mount(VerdictCard(e.get("result", {})))
         elif type_ == "note":

@@ -1858,6 +1858,17 @@ def _compare_words(tree: list[tuple[int, str]], cpython: list[tuple[int, str]]) 
     return None
 
 
+def _cpython_syntax_error(source: str) -> Violation | None:
+    """Python's own syntax error (its line, column and words), or None when Python parses ``source`` (parsed only, never run)."""
+    try:
+        ast.parse(source)
+    except SyntaxError as exc:
+        return Violation("syntax-error", f"the kernel does not parse here ({exc.msg}); fix the syntax", exc.lineno or 1, exc.offset or 1)
+    except (ValueError, MemoryError, RecursionError):
+        return None
+    return None
+
+
 def check_source(source: str, filename: str = "<kernel>") -> list[Violation]:
     """Every rule violation in ``source``, ordered by position; an empty list means the kernel passes.
 
@@ -1876,6 +1887,9 @@ def check_source(source: str, filename: str = "<kernel>") -> list[Violation]:
         what = f"missing `{bad.type}`" if bad.is_missing else f"unexpected `{snippet}`"
         row, col = bad.start_point
         line = data.split(b"\n")[row] if row < data.count(b"\n") + 1 else b""
+        py = _cpython_syntax_error(source)
+        if py is not None:  # tree-sitter's error node starts where the broken statement does (a decorator 25 lines up); Python names the line
+            return [py]
         return [
             Violation(
                 "syntax-error",

@@ -4,19 +4,32 @@ It serves ``POST /v1/chat/completions`` on 127.0.0.1 from a queue of :class:`Rep
 every request, and answers ``"stream": true`` with SSE chunks the way OpenAI does (content deltas,
 tool-call deltas with arguments in pieces, a usage chunk when ``stream_options.include_usage``).
 It stops when its ``with`` block ends, or by itself after ``lifetime_s`` whatever happens.
+
+``FakeOpenAI(api_key="sk-good")`` answers 401 (OpenAI's words) to any other bearer key, and to none.
+:class:`FakeOpenAIProcess` runs the same server as a separate process (``python -m
+tests.agent.fake_openai``), scripted over a small control route, so a client under test shares
+nothing with it but the socket.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["FakeOpenAI", "Reply"]
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+__all__ = ["FakeOpenAI", "FakeOpenAIProcess", "Reply"]
 
 
 @dataclass
@@ -29,6 +42,7 @@ class Reply:
     error: str = "scripted failure"
     delay_s: float = 0.0  #: wait before answering (longer than the client's timeout to test timeouts)
     chunk_delay_s: float = 0.0  #: wait between streamed chunks (a slow answer, to act while it streams)
+    retry_after_s: float = 0.0  #: sent as Retry-After with an error status (a long one leaves time to cancel the wait)
     prompt_tokens: int = 11
     completion_tokens: int = 7
 
@@ -36,11 +50,12 @@ class Reply:
 class FakeOpenAI:
     """``with FakeOpenAI() as srv: srv.push(Reply(...)); ... srv.requests``; ``srv.url`` is the ``api_base``."""
 
-    def __init__(self, lifetime_s: float = 60.0) -> None:
+    def __init__(self, lifetime_s: float = 60.0, api_key: str | None = None, port: int = 0) -> None:
+        self.api_key = api_key  #: the only bearer key accepted (None: any key, or none)
         self.replies: deque[Reply] = deque()
         self.requests: list[dict[str, Any]] = []
         self._stopped = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -50,7 +65,7 @@ class FakeOpenAI:
     def push(self, *replies: Reply) -> None:
         self.replies.extend(replies)
 
-    def __enter__(self) -> FakeOpenAI:
+    def __enter__(self) -> Self:
         self._thread.start()
         self._watchdog.start()
         return self
@@ -71,10 +86,30 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # quiet test output
             pass
 
+        def do_GET(self) -> None:  # the control route of FakeOpenAIProcess
+            if self.path == "/_control/requests":
+                self._json(200, {"requests": fake.requests})
+            else:
+                self._json(404, {"error": {"message": f"no route {self.path}"}})
+
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            if self.path == "/_control/push":
+                fake.push(*(Reply(**{**r, "tool_calls": [tuple(c) for c in r["tool_calls"]]}) for r in body["replies"]))
+                self._json(200, {"queued": len(fake.replies)})
+                return
+            if self.path == "/_control/reset":
+                fake.replies.clear()
+                fake.requests.clear()
+                fake.api_key = body.get("api_key")
+                self._json(200, {})
+                return
             fake.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
-            if self.path.rstrip("/") != "/v1/chat/completions":
+            if fake.api_key is not None and self.headers.get("Authorization") != f"Bearer {fake.api_key}":
+                sent = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+                reply = Reply(status=401, error=f"Incorrect API key provided: {sent[:3]}***. You can find your API key at your server's config."
+                              if sent else "You didn't provide an API key.")
+            elif self.path.rstrip("/") != "/v1/chat/completions":
                 reply = Reply(status=404, error=f"no route {self.path}")
             else:
                 reply = fake.replies.popleft() if fake.replies else Reply(status=500, error="fake server: no scripted reply left")
@@ -82,7 +117,8 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 return
             try:
                 if reply.status != 200:
-                    self._json(reply.status, {"error": {"message": reply.error, "type": "scripted", "code": reply.status}})
+                    self._json(reply.status, {"error": {"message": reply.error, "type": "scripted", "code": reply.status}},
+                               {"Retry-After": f"{reply.retry_after_s:g}"} if reply.retry_after_s else {})
                 elif body.get("stream"):
                     self._sse(reply, body)
                 else:
@@ -90,9 +126,11 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
                 pass
 
-        def _json(self, status: int, payload: dict[str, Any]) -> None:
+        def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
             data = json.dumps(payload).encode()
             self.send_response(status)
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -144,3 +182,60 @@ def _chunks(reply: Reply, model: str, include_usage: bool) -> list[dict[str, Any
         out.append({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
                     "choices": [], "usage": _usage(reply)})
     return out
+
+
+class FakeOpenAIProcess:
+    """:class:`FakeOpenAI` in its own process: ``with FakeOpenAIProcess() as srv: srv.push(...); srv.requests``.
+
+    ``reset(api_key=…)`` empties it between tests (one process can serve a module); the process ends
+    with the ``with`` block, or by itself after ``lifetime_s``.
+    """
+
+    def __init__(self, lifetime_s: float = 120.0) -> None:
+        root = Path(__file__).resolve().parents[2]
+        self._proc = subprocess.Popen([sys.executable, "-m", "tests.agent.fake_openai", "--lifetime-s", str(lifetime_s)], cwd=root,
+                                      stdout=subprocess.PIPE, text=True)
+        assert self._proc.stdout is not None
+        self.url = self._proc.stdout.readline().strip()  # the child prints its api_base once it listens
+        if not self.url.startswith("http://"):
+            self._proc.kill()
+            raise RuntimeError(f"the fake server process did not start (said {self.url!r})")
+        self._control = self.url.removesuffix("/v1") + "/_control"
+
+    def _call(self, route: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+        data = None if payload is None else json.dumps(payload).encode()
+        with urllib.request.urlopen(urllib.request.Request(f"{self._control}/{route}", data=data), timeout=10) as resp:
+            return dict(json.loads(resp.read()))
+
+    def push(self, *replies: Reply) -> None:
+        self._call("push", {"replies": [asdict(r) for r in replies]})
+
+    def reset(self, api_key: str | None = None) -> None:
+        self._call("reset", {"api_key": api_key})
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        return list(self._call("requests")["requests"])
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._proc.terminate()
+        self._proc.wait(timeout=10)
+
+
+def _serve() -> None:
+    parser = argparse.ArgumentParser(description="a fake OpenAI-compatible server on 127.0.0.1 (tests)")
+    parser.add_argument("--lifetime-s", type=float, default=120.0)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--api-key", help="the only bearer key accepted")
+    args = parser.parse_args()
+    srv = FakeOpenAI(lifetime_s=args.lifetime_s, api_key=args.api_key, port=args.port)
+    with srv:
+        print(srv.url, flush=True)
+        srv._stopped.wait()
+
+
+if __name__ == "__main__":
+    _serve()

@@ -28,19 +28,22 @@ pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm"), 
 ASK = [{"role": "system", "content": "You write NKI kernels."}, {"role": "user", "content": "make it faster"}]
 
 
+_TRANSPORT = {"now": "auto"}
+
+
 @pytest.fixture(params=["litellm", "wire"])
 def server(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
-    """The fake server, reached through litellm, or through the standard-library path used while litellm loads.
+    """The fake server, reached through litellm, or through the standard-library path OpenAI-compatible servers use.
 
     Every HTTP test runs both ways: retries, errors and parsing must not depend on which one sent.
     """
-    monkeypatch.setattr(wire, "litellm_loaded", lambda: request.param == "litellm")
+    monkeypatch.setitem(_TRANSPORT, "now", request.param)
     with FakeOpenAI(lifetime_s=60) as srv:
         yield srv
 
 
 def _model(srv: FakeOpenAI, **opts: object) -> LiteLLMModel:
-    opts = {"timeout_s": 10.0, "num_retries": 2, "backoff_s": 0.01, "backoff_max_s": 0.05, **opts}
+    opts = {"timeout_s": 10.0, "num_retries": 2, "backoff_s": 0.01, "backoff_max_s": 0.05, "transport": _TRANSPORT["now"], **opts}
     return LiteLLMModel("openai/test-model", api_base=srv.url, api_key="sk-test", **opts)  # type: ignore[arg-type]
 
 
@@ -282,3 +285,17 @@ def test_turns_sent_before_litellm_loaded_are_priced_on_the_next_turn(monkeypatc
     price = lambda p, c: sum(litellm.cost_per_token(model="openai/gpt-4o-mini", prompt_tokens=p, completion_tokens=c))  # noqa: E731
     assert first.usage.cost_usd == 0.0 and price(1000, 100) > 0
     assert second.usage.cost_usd == pytest.approx(price(1000, 100) + price(2000, 200))
+
+
+def test_litellm_without_any_key_is_a_configuration_error_not_a_server_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """litellm's OpenAI client refuses to send without a key and reports it as HTTP 500; it is the key, not the server (issue 23)."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeOpenAI(lifetime_s=60) as srv:
+        model = LiteLLMModel("openai/m", api_base=srv.url, transport="litellm", num_retries=3, backoff_s=5.0)
+        with pytest.raises(ModelError) as caught:
+            model.complete(ASK, [])
+        assert srv.requests == []
+    err = caught.value
+    assert err.config and err.attempts == 1 and "server error" not in str(err)
+    assert str(err).startswith("openai/m (openai): authentication failed: check the API key (the provider's environment variable, "
+                               "or the one --api-key-env names): ")

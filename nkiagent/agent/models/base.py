@@ -7,7 +7,7 @@ from typing import Any
 
 from ..types import ToolCall
 
-__all__ = ["ModelError", "tool_call"]
+__all__ = ["ModelError", "retry_text", "tool_call", "wait_text"]
 
 
 class ModelError(RuntimeError):
@@ -18,7 +18,7 @@ class ModelError(RuntimeError):
     """
 
     def __init__(self, model: str, provider: str, problem: str, *, status_code: int | None = None, attempts: int = 1,
-                 tools_rejected: bool = False) -> None:
+                 tools_rejected: bool = False, config: bool = False) -> None:
         super().__init__(f"{model} ({provider}): {problem}")
         self.model = model
         self.provider = provider
@@ -26,6 +26,7 @@ class ModelError(RuntimeError):
         self.status_code = status_code
         self.attempts = attempts
         self.tools_rejected = tools_rejected  #: the provider refused the ``tools`` parameter (switch to the text fallback)
+        self.config = config  #: a retry cannot help: the key, the model name or the request must change
 
 
 def tool_call(call_id: str, name: str, raw: str | dict[str, Any] | None) -> ToolCall:
@@ -46,3 +47,14 @@ def tool_call(call_id: str, name: str, raw: str | dict[str, Any] | None) -> Tool
     if not isinstance(args, dict):
         return ToolCall(call_id, name, {}, text, f"arguments of {name} must be a JSON object, got {type(args).__name__}")
     return ToolCall(call_id, name, args, text)
+
+
+def retry_text(event: dict[str, Any]) -> str:
+    """The line a person sees before a retry (headless and UI alike), from a ``model_retry`` event."""
+    return (f"{event.get('model')}: {event.get('problem')}; retrying in {event.get('delay_s', 0):.1f} s "
+            f"(attempt {event.get('attempt')} of {event.get('attempts')}; ctrl+c cancels)")
+
+
+def wait_text(event: dict[str, Any]) -> str:
+    """The line that says a request is still out, from a ``model_wait`` event."""
+    return f"waiting for {event.get('model')}: {event.get('waited_s', 0):.0f} s (timeout {event.get('timeout_s', 0):g} s; ctrl+c cancels)"

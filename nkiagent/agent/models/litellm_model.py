@@ -6,13 +6,17 @@ calls and usage. What this module adds is what an unattended refinement session 
 
 - **Lazy import.** ``import litellm`` takes about 5 s. Nothing here imports it at module load;
   :func:`prewarm` starts the import on a daemon thread so ``nkiagent --help`` and the UI's first frame
-  never wait. Until it has finished, requests to OpenAI-protocol servers with an ``api_base``
-  (``openai/…``, ``hosted_vllm/…``) go out through :mod:`.wire` (standard library only), so a
-  session's first request does not wait for it either. The remote cost map is never fetched.
+  never wait. Requests to OpenAI-protocol servers with an ``api_base`` (``openai/…``,
+  ``hosted_vllm/…``: vLLM, Ollama's ``/v1``, llama.cpp, a proxy) go out through :mod:`.wire`
+  (standard library only) for the whole session, so the first request does not wait for litellm
+  and every request takes the same path, with or without a key. The remote cost map is never fetched.
 - **Retries we control.** litellm's and the OpenAI client's own retries are switched off; rate limits
   (429), 5xx, connection errors and timeouts are retried here with capped exponential backoff and
   jitter. Errors a retry cannot fix (bad key, no access, unknown model, bad request, context
-  window) raise :class:`ModelError` at once, naming the provider and the problem.
+  window, missing credentials) raise :class:`ModelError` at once, naming the provider, the problem
+  and the fix; :meth:`LiteLLMModel.check` finds the ones knowable before any request.
+- **Nothing silent.** While an attempt is out, ``on_status`` hears ``waiting`` every second and
+  ``retry`` before each backoff; :meth:`LiteLLMModel.cancel` ends the wait or the backoff at once.
 - **Tool calls that never crash the loop.** Arguments that are not a JSON object become
   ``ToolCall.error``; unknown tool names pass through (the graph answers them).
 - **A text fallback** (:mod:`.textmode`) for models without tool calling: chosen with
@@ -21,7 +25,8 @@ calls and usage. What this module adds is what an unattended refinement session 
 - **Streaming** to ``on_token``, the final turn rebuilt with ``litellm.stream_chunk_builder``
   (tool calls included). A retry after a partly streamed answer streams again from the start.
 - **Usage and cost** from the response; ``completion_cost`` is 0.0 for local or unpriced models. Turns
-  sent through :mod:`.wire` are priced once litellm has loaded and added to the next turn's cost.
+  sent through :mod:`.wire` are priced with litellm's table once it has loaded (turns before that
+  are added to the first turn after).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal
 
-from ..types import Message, ModelTurn, ToolCall, Usage
+from ..types import Message, ModelTurn, ToolCall, TurnCancelled, Usage
 from . import textmode, wire
 from .base import ModelError, tool_call
 
@@ -67,15 +72,24 @@ class LiteLLMModel:
     """A chat model reached through litellm; see the module docstring for what it adds."""
 
     def __init__(self, model: str, api_base: str | None = None, api_key: str | None = None, temperature: float | None = None,
-                 max_tokens: int | None = None, timeout_s: float = 120.0, num_retries: int = 4, stream: bool = True,
-                 tool_mode: Literal["auto", "text"] = "auto", backoff_s: float = 1.0, backoff_max_s: float = 30.0) -> None:
-        """``num_retries`` counts retries after the first attempt; backoff doubles from ``backoff_s`` up to ``backoff_max_s``."""
+                 max_tokens: int | None = None, timeout_s: float = 60.0, num_retries: int = 3, stream: bool = True,
+                 tool_mode: Literal["auto", "text"] = "auto", backoff_s: float = 1.0, backoff_max_s: float = 30.0,
+                 api_key_env: str | None = None, transport: Literal["auto", "wire", "litellm"] = "auto") -> None:
+        """``num_retries`` counts retries after the first attempt; backoff doubles from ``backoff_s`` up to ``backoff_max_s``.
+
+        ``api_key_env`` names the environment variable that holds the key (else the provider's own variable
+        is used). ``transport`` ``auto`` sends OpenAI-protocol servers at an ``api_base`` through :mod:`.wire`
+        for the whole session and everything else through litellm: one client path from first turn to last.
+        """
         if tool_mode not in ("auto", "text"):
             raise ValueError(f"tool_mode must be 'auto' or 'text', not {tool_mode!r}")
+        if transport not in ("auto", "wire", "litellm"):
+            raise ValueError(f"transport must be 'auto', 'wire' or 'litellm', not {transport!r}")
         self.name = model
         self.model = model
         self.api_base = api_base
-        self.api_key = api_key
+        self.api_key_env = api_key_env
+        self.api_key = api_key or (os.environ.get(api_key_env) or None if api_key_env else None)
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.timeout_s = timeout_s
@@ -85,13 +99,44 @@ class LiteLLMModel:
         self.backoff_max_s = backoff_max_s
         self.text_mode = tool_mode == "text"  #: tools are written as fenced blocks (set for good once a server rejects ``tools``)
         self.provider = model.split("/", 1)[0]  #: refined by litellm on the first call
+        wire_ok = bool(api_base) and self.provider in wire.WIRE_PROVIDERS
+        if transport == "wire" and not wire_ok:
+            raise ValueError(f"{model}: the wire transport needs an api_base and a provider among {', '.join(wire.WIRE_PROVIDERS)}")
+        self.wire = transport == "wire" or (transport == "auto" and wire_ok)  #: requests go through :mod:`.wire`, never litellm
+        self.on_status: Callable[[str, dict[str, Any]], None] | None = None  #: ``("waiting"|"retry", fields)`` while a request is out
+        self.status_every_s = 1.0  #: how often ``on_status`` hears ``waiting``
+        self._cancel = threading.Event()
         self._params: set[str] | None = None  #: the OpenAI parameters litellm supports for this provider
         self._turns = 0
-        self._unpriced: list[tuple[int, int]] = []  #: token counts of turns sent before litellm (and its prices) loaded
+        self._unpriced: list[tuple[int, int]] = []  #: token counts of wire turns sent before litellm (and its prices) loaded
+
+    def cancel(self) -> None:
+        """Stop the request in flight or the wait before its retry (thread-safe): :meth:`complete` raises :class:`TurnCancelled`."""
+        self._cancel.set()
+
+    def check(self) -> None:
+        """Configuration problems now, before a session starts: a key variable that is not set, an unknown provider, no key.
+
+        Raises :class:`ModelError`; sends nothing. For litellm providers this waits for litellm's import.
+        """
+        if self.api_key_env and not self.api_key:
+            raise ModelError(self.model, self.provider, f"the key variable {self.api_key_env} (api_key_env) is not set: "
+                             f"export {self.api_key_env}=… or change api_key_env in the config", config=True)
+        if self.wire:
+            return  # an OpenAI-compatible server: a key is optional (local servers need none)
+        lm = _litellm()
+        self._resolve(lm)
+        if self.api_key or self.api_base:
+            return
+        missing = [k for k in (lm.validate_environment(model=self.model) or {}).get("missing_keys", []) if k.endswith(("_KEY", "_TOKEN"))]
+        if missing:
+            raise ModelError(self.model, self.provider, f"no API key: set {' or '.join(missing)}, or name the variable that holds it "
+                             "with --api-key-env (api_key_env in the config)", config=True)
 
     def complete(self, messages: list[Message], tools: list[dict[str, Any]], on_token: Callable[[str], None] | None = None) -> ModelTurn:
-        """One assistant turn for ``messages``; raises :class:`ModelError` when retrying cannot help."""
-        lm = None if self._wire_first() else _litellm()
+        """One assistant turn for ``messages``; raises :class:`ModelError` when retrying cannot help, :class:`TurnCancelled` on :meth:`cancel`."""
+        self._cancel.clear()
+        lm = None if self.wire else _litellm()
         if lm is not None:
             self._resolve(lm)
         self._turns += 1
@@ -106,10 +151,6 @@ class LiteLLMModel:
         turn.tool_calls = textmode.parse(turn.content, f"{textmode.TEXT_CALL_ID}{self._turns}_") if tools else []
         return turn
 
-    def _wire_first(self) -> bool:
-        """Send through :mod:`.wire` while litellm is still loading (OpenAI-protocol servers at an ``api_base`` only)."""
-        return self._params is None and bool(self.api_base) and self.provider in wire.WIRE_PROVIDERS and not wire.litellm_loaded()
-
     def _resolve(self, lm: Any) -> None:
         """Learn the provider and its parameters once: an unknown provider is a configuration error, not a retry."""
         if self._params is not None:
@@ -118,7 +159,7 @@ class LiteLLMModel:
             _, self.provider, _, _ = lm.get_llm_provider(self.model, api_base=self.api_base)
         except lm.BadRequestError as exc:
             raise ModelError(self.model, self.provider, ("litellm does not know this provider; write the model as provider/name "
-                             f"(anthropic/…, openai/…, hosted_vllm/…, ollama_chat/…): {_detail(exc)}")) from exc
+                             f"(anthropic/…, openai/…, hosted_vllm/…, ollama_chat/…): {_detail(exc)}"), config=True) from exc
         self._params = set(lm.get_supported_openai_params(model=self.model, custom_llm_provider=self.provider) or [])
         if "tools" not in self._params:
             self.text_mode = True
@@ -150,26 +191,77 @@ class LiteLLMModel:
         for attempt in range(1, attempts + 1):
             try:
                 if lm is None:
-                    turn = self._wire(kwargs, on_token)
-                    self._unpriced.append((turn.usage.prompt_tokens, turn.usage.completion_tokens))
-                    return turn
-                response = self._stream(lm, kwargs, on_token) if self.stream else lm.completion(**kwargs)
+                    return self._priced(self._waiting(lambda: self._wire(kwargs, on_token)))
+                response = self._waiting(lambda: self._stream(lm, kwargs, on_token) if self.stream else lm.completion(**kwargs))
                 break
             except failure as exc:
-                retry, problem = _classify(lm, exc, self.timeout_s)
+                retry, problem = _classify(lm, exc, self.timeout_s, self._key_hint())
                 status = getattr(exc, "status_code", None)
                 if tools and _rejects_tools(lm, exc):
                     raise ModelError(self.model, self.provider, f"the server does not accept tools: {_detail(exc)}",
                                      status_code=status, tools_rejected=True) from exc
                 if not retry or attempt == attempts:
-                    gave_up = f" (gave up after {attempt} attempts)" if retry else ""
-                    raise ModelError(self.model, self.provider, f"{problem}{gave_up}: {_detail(exc)}", status_code=status, attempts=attempt) from exc
-                time.sleep(self._delay(attempt, exc))
+                    gave_up = f" (gave up after {attempt} attempts)" if retry and attempt > 1 else ""
+                    detail = "" if getattr(exc, "timeout", False) or (lm is not None and isinstance(exc, lm.Timeout)) else f": {_detail(exc)}"
+                    raise ModelError(self.model, self.provider, f"{problem}{gave_up}{detail}", status_code=status, attempts=attempt,
+                                     config=not retry) from exc
+                delay = self._delay(attempt, exc)
+                self._status("retry", problem=problem, attempt=attempt + 1, attempts=attempts, delay_s=round(delay, 2))
+                if self._cancel.wait(delay):
+                    raise TurnCancelled("cancelled while waiting to retry the model request") from exc
         return self._turn(lm, response)
 
+    def _key_hint(self) -> str:
+        """Where the key came from, for an authentication error's fix."""
+        if self.api_key_env:
+            return f"the key in {self.api_key_env} (api_key_env)"
+        return "the API key (the provider's environment variable, or the one --api-key-env names)"
+
+    def _status(self, kind: str, **fields: Any) -> None:
+        if self.on_status is not None:
+            self.on_status(kind, {"model": self.model, **fields})
+
+    def _waiting(self, send: Callable[[], Any]) -> Any:
+        """Run one attempt on a helper thread; meanwhile report how long it has waited and honour :meth:`cancel` at once.
+
+        An abandoned attempt ends by itself at its timeout (its thread is a daemon and its answer is dropped).
+        """
+        done = threading.Event()
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["value"] = send()
+            except BaseException as exc:  # noqa: BLE001 — re-raised on the caller's thread below
+                box["error"] = exc
+            done.set()
+
+        threading.Thread(target=run, name="nkiagent-model-request", daemon=True).start()
+        t0 = time.monotonic()
+        next_tick = self.status_every_s
+        while not done.wait(0.05):
+            if self._cancel.is_set():
+                raise TurnCancelled("cancelled while waiting for the model")
+            waited = time.monotonic() - t0
+            if waited >= next_tick:
+                next_tick += self.status_every_s
+                self._status("waiting", waited_s=round(waited, 1), timeout_s=self.timeout_s)
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    def _priced(self, turn: ModelTurn) -> ModelTurn:
+        """A wire turn's cost, once litellm (and its price table) has loaded; until then its tokens wait to be priced."""
+        self._unpriced.append((turn.usage.prompt_tokens, turn.usage.completion_tokens))
+        if wire.litellm_loaded():
+            lm = _litellm()
+            turn.usage.cost_usd = sum(_token_cost(lm, self.model, p, c) for p, c in self._unpriced)
+            self._unpriced.clear()
+        return turn
+
     def _wire(self, kwargs: dict[str, Any], on_token: Callable[[str], None] | None) -> ModelTurn:
-        extra = {k: kwargs[k] for k in ("temperature", "max_tokens") if k in kwargs}
-        assert self.api_base is not None  # _wire_first
+        extra: dict[str, Any] = {k: kwargs[k] for k in ("temperature", "max_tokens") if k in kwargs}
+        assert self.api_base is not None  # self.wire needs one
         return wire.complete(self.api_base, self.model, kwargs["messages"], kwargs.get("tools", []), api_key=self.api_key,
                              timeout_s=self.timeout_s, stream=self.stream, extra=extra, on_token=on_token)
 
@@ -200,8 +292,7 @@ class LiteLLMModel:
         calls: list[ToolCall] = [tool_call(tc.id or f"call_{self._turns}_{i}", tc.function.name or "", tc.function.arguments)
                                  for i, tc in enumerate(msg.tool_calls or [])]
         usage = getattr(response, "usage", None)
-        cost = _cost(lm, response) + sum(_token_cost(lm, self.model, p, c) for p, c in self._unpriced)
-        self._unpriced.clear()  # the cost of turns sent before litellm loaded is counted here, once: budgets stay exact
+        cost = _cost(lm, response)
         return ModelTurn(content=msg.content or "", tool_calls=calls,
                          usage=Usage(getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0, cost),
                          model=getattr(response, "model", None) or self.model, finish_reason=choice.finish_reason or "")
@@ -222,27 +313,28 @@ def _sendable(messages: list[Message]) -> list[Message]:
     return [{**m, "tool_calls": [fixed(c) for c in m["tool_calls"]]} if m.get("tool_calls") else m for m in messages]
 
 
-def _classify(lm: Any, exc: Exception, timeout_s: float) -> tuple[bool, str]:
-    """(worth retrying, the problem in words) for an error litellm raised.
+def _classify(lm: Any, exc: Exception, timeout_s: float, key_hint: str) -> tuple[bool, str]:
+    """(worth retrying, the problem in words) for an error litellm or :mod:`.wire` raised.
 
     By class and by HTTP status both: litellm maps some statuses (a 403 from an OpenAI-compatible
-    server, for one) to its generic ``APIError``.
+    server, for one) to its generic ``APIError``, and a client that has no key at all to a 500.
     """
     status = getattr(exc, "status_code", None)
+    detail = _detail(exc).lower()
 
     def kind(name: str) -> bool:  # litellm's class, or the same failure from the wire path (lm is None)
         return lm is not None and isinstance(exc, getattr(lm, name))
 
-    if kind("ContextWindowExceededError") or (lm is None and status == 400 and "context" in _detail(exc).lower()):
+    if kind("ContextWindowExceededError") or (lm is None and status == 400 and "context" in detail):
         return False, "the conversation no longer fits the model's context window"
     if kind("Timeout") or getattr(exc, "timeout", False):  # before APIConnectionError, which it derives from
-        return True, f"no answer within the {timeout_s:g} s timeout"
-    if kind("AuthenticationError") or status == 401:
-        return False, "authentication failed (HTTP 401): check the API key (--api-key or the provider's environment variable)"
+        return True, f"no answer within the {timeout_s:g} s timeout (timeout_s in the config, --timeout-s)"
+    if kind("AuthenticationError") or status == 401 or "missing credentials" in detail or "api_key client option" in detail:
+        return False, f"authentication failed{' (HTTP 401)' if status == 401 else ''}: check {key_hint}"
     if kind("PermissionDeniedError") or status == 403:
-        return False, "permission denied (HTTP 403): this key may not use this model"
+        return False, f"permission denied (HTTP 403): {key_hint} may not use this model"
     if kind("NotFoundError") or status == 404:
-        return False, "not found (HTTP 404): check the model name and --api-base"
+        return False, "not found (HTTP 404): check the model name and the api_base (--api-base)"
     if kind("RateLimitError") or status == 429:
         return True, "rate limited (HTTP 429)"
     if kind("APIConnectionError") or (lm is None and status is None):

@@ -1,10 +1,11 @@
-"""The OpenAI chat-completions protocol over the standard library: the session's first turns, before litellm loads.
+"""The OpenAI chat-completions protocol over the standard library: every turn to an OpenAI-compatible server.
 
 ``import litellm`` takes seconds, and a session must not wait for it to send its first request
 (issue 5: first request ≤ 2 s after start). For servers that speak OpenAI's protocol at a known
 address — ``openai/…`` or ``hosted_vllm/…`` with ``api_base``: vLLM, SGLang, llama.cpp, Ollama's
-``/v1``, a proxy — :class:`~.litellm_model.LiteLLMModel` sends requests through this module until
-the background import has finished, then switches to litellm for good.
+``/v1``, a proxy — :class:`~.litellm_model.LiteLLMModel` sends every request of the session through
+this module (issue 23: switching clients half-way made a key-less local server fail once litellm
+had loaded). A key is sent when there is one; a local server needs none.
 
 Only the request and the answer live here (JSON or server-sent events, tool-call deltas, usage).
 A failure is raised as :class:`WireError` carrying the HTTP status and the server's words, and the
@@ -61,10 +62,12 @@ def complete(api_base: str, model: str, messages: list[Message], tools: list[dic
     url = urlsplit(api_base.rstrip("/") + "/chat/completions")
     conn_cls = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
     conn = conn_cls(url.hostname or "localhost", url.port, timeout=timeout_s)
-    key = api_key or os.environ.get("OPENAI_API_KEY") or "none"
+    key = api_key or os.environ.get("OPENAI_API_KEY")
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream" if stream else "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
     try:
-        conn.request("POST", url.path + (f"?{url.query}" if url.query else ""), json.dumps(body).encode(),
-                     {"Content-Type": "application/json", "Authorization": f"Bearer {key}", "Accept": "text/event-stream" if stream else "application/json"})
+        conn.request("POST", url.path + (f"?{url.query}" if url.query else ""), json.dumps(body).encode(), headers)
         resp = conn.getresponse()
         if resp.status != 200:
             raise WireError(_error_text(resp.read()), resp.status, retry_after=_float(resp.getheader("retry-after")))
