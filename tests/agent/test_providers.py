@@ -106,7 +106,7 @@ def test_key_variable_from_the_config_is_sent(
     srv.push(SUBMIT)
     code, out, _err = _run(ws, capsys, api_base=srv.url)
     assert srv.requests[0]["headers"]["authorization"] == "Bearer sk-right"
-    assert "submitted: as is" in out and code == 1  # submitted without any evaluation: no passing kernel, exit 1
+    assert "submitted: as is" in out and code == 0  # the submit's own verification passed: a passing kernel, exit 0
 
 
 def test_server_down_is_retried_visibly_then_reported(
@@ -191,7 +191,7 @@ def test_ctrl_c_during_a_retry_wait_ends_at_once_quietly_with_the_resume_hint(
     assert len(srv.requests) == 1  # the retry was never sent
     srv.reset()
     srv.push(SUBMIT)  # the hint works: the session, stopped before its first turn was recorded, starts that turn again
-    assert main(["resume", sid, "--sessions-dir", str(ws / "sessions"), "--headless"]) == 1
+    assert main(["resume", sid, "--sessions-dir", str(ws / "sessions"), "--headless"]) == 0  # the submit verified the kernel: it passes
     assert "finished after 1 turns: submitted: as is" in capsys.readouterr().out
 
 
