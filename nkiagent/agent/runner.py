@@ -101,7 +101,10 @@ def start_session(cfg: SessionConfig, on_event: Callable[[str, dict[str, Any]], 
     session.update_meta(tools=rt.tools.schemas())  # exports read the tools the session offered from the session itself
     if ws.warning:
         rt.emit("note", text=ws.warning)
-    rt.emit("session_start", task=task.name, model=cfg.model, target=cfg.target, approve=cfg.approve, kernel_path=kernel)
+    # the kernel in force at the first prompt: exports replay edits from it, so an edit-style answer can be re-scored
+    start_sha = session.save_kernel(ws.read(kernel))
+    rt.emit("session_start", task=task.name, model=cfg.model, target=cfg.target, approve=cfg.approve, kernel_path=kernel,
+            kernel_sha256=start_sha)
     first = {"messages": [{"role": "system", "content": system_prompt(cfg.target, cfg.workspace)},
                           {"role": "user", "content": task_prompt(task, kernel, cfg.target, workspace=cfg.workspace)}],
              "turn": 0, "pending": None, "decision": None, "done": False, "best": None, "nudges": 0,

@@ -16,7 +16,7 @@ import fnmatch
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -24,7 +24,7 @@ from typing import Any
 
 from .rewards import DEFAULT_GAMMA, DEFAULT_SPEC, OUTCOMES, RewardSpec, get_spec
 from .scrub import Scrubber
-from .trajectory import Candidate, SessionRecord, Turn, iter_session_dirs, load_session, tool_schemas
+from .trajectory import Candidate, SessionRecord, Turn, Verify, iter_session_dirs, load_session, tool_schemas
 
 __all__ = [
     "FORMATS",
@@ -57,6 +57,9 @@ class ExportOptions:
     timing_source: str | None = None  #: only sessions whose every latency came from here (``neuron-profile``: hardware only)
     dedup: bool = True
     scrub: bool = True
+    #: RL: verify kernels a session proposed but never evaluated (edits the person turned down), so their turns
+    #: keep a reward; off: those turns are left out (counted as ``skipped_unevaluated``)
+    verify_missing: bool = True
 
 
 @dataclass
@@ -275,7 +278,7 @@ def _sft_trajectory(rec: SessionRecord, fmt: str, opts: ExportOptions, res: Expo
     msgs, owners = rec.trajectory, rec.trajectory_turns
     turns = {t.turn: t for t in rec.turns}
     owner = {i: turns[o] for i, o in enumerate(owners) if o is not None}  #: trajectory index → the turn of that assistant message
-    trainable = [i for i, t in owner.items() if t.trainable]
+    trainable = [i for i, t in owner.items() if rec.trainable(t)]
     masked = len(owner) - len(trainable)
     res.stats["turns_masked"] += masked
     if not trainable:
@@ -308,19 +311,29 @@ def _sft_trajectory(rec: SessionRecord, fmt: str, opts: ExportOptions, res: Expo
 
 # -- RL -----------------------------------------------------------------------------------------
 
-def _rl(rec: SessionRecord, fmt: str, opts: ExportOptions, spec: RewardSpec, res: ExportResult) -> list[tuple[str, dict[str, Any]]]:
+def _rl(rec: SessionRecord, fmt: str, opts: ExportOptions, spec: RewardSpec, res: ExportResult, verify: Verify | None) -> list[tuple[str, dict[str, Any]]]:
+    """One row per scored turn (and per search child with a recorded answer), carrying the kernel in force at its
+    prompt, so the row's completion re-scores to its reward (:func:`~.env.reward_fn`, :func:`~.env.compute_score`)."""
     rows: list[tuple[str, dict[str, Any]]] = []
-    truth = json.dumps({"task": rec.task, "target": rec.target})
-    steps = [(t.turn, t.prompt, t.completion or {}, t.evaluation or {}, r, g, t.trainable, t.candidates[-1] if t.candidates else None)
-             for t, r, g in rec.rewards(spec, opts.gamma)]
+    path = rec.kernel_path or None
+    scored = rec.rewards(spec, opts.gamma, verify)
+    res.stats["skipped_unevaluated"] += sum(1 for t in rec.turns if t.completion is not None) - len(scored)
+    steps = [(t.turn, t.prompt, t.completion or {}, ev or {}, r, g, rec.trainable(t), rec.kernel_at(t), path) for t, r, g, ev in scored]
     # a search's children: one single-step row each (the prompt rebuilt from the parent, the return is the reward)
-    steps += [(c.turn or 0, rec.parent_prompt(c), c.message, c.evaluation, r, r.reward, r.outcome == "pass", c.code_sha256)
-              for c in rec.candidates if c.parents and c.message is not None and getattr(rec.turn(c.turn), "completion", None) is None
-              for r in [spec.score(c.evaluation)]]
-    for n, prompt, completion, ev, reward, ret, trainable, sha in steps:
+    children = [c for c in rec.candidates if c.parents and c.message is not None and getattr(rec.turn(c.turn), "completion", None) is None]
+    parents = [rec.kernel_by_id(c.parents[0]) for c in children]
+    for c, kernel, child in zip(children, parents, rec.score([(c.message, k, None) for c, k in zip(children, parents)], spec, verify)):
+        if child is None:
+            res.stats["skipped_unevaluated"] += 1
+            continue
+        r, ev = child
+        steps.append((c.turn or 0, rec.parent_prompt(c), c.message or {}, ev or {}, r, r.reward, r.outcome == "pass", kernel, None))
+    for n, prompt, completion, ev, reward, ret, trainable, kernel, kpath in steps:
         res.outcomes[reward.outcome] += 1
-        key = _digest(prompt, sha or completion)
-        base = {"session_id": rec.id, "task": rec.task, "target": rec.target, "model": rec.model, "strategy": rec.strategy, "turn": n}
+        sha = ev.get("code_sha256")
+        key = _digest(prompt, sha or completion, kernel)
+        base = {"session_id": rec.id, "task": rec.task, "target": rec.target, "model": rec.model, "strategy": rec.strategy, "turn": n,
+                "kernel": kernel, "kernel_path": kpath}
         if fmt == "steps":
             rows.append((key, {**base, "prompt": [openai_message(m) for m in prompt], "completion": openai_message(completion),
                                "outcome": reward.outcome, "verdict": ev.get("verdict"), "components": reward.components,
@@ -328,6 +341,7 @@ def _rl(rec: SessionRecord, fmt: str, opts: ExportOptions, spec: RewardSpec, res
                                "weight": 1 if trainable else 0, "code_sha256": sha,
                                "speedup": ev.get("speedup"), "latency_us": ev.get("latency_us"), "timing_source": ev.get("timing_source")}))
         elif fmt == "verl":
+            truth = json.dumps({"task": rec.task, "target": rec.target, "kernel": kernel, "kernel_path": kpath})
             rows.append((key, {
                 "data_source": f"nkiagent/{rec.task}",
                 "prompt": _plain(prompt),
@@ -411,6 +425,23 @@ def _dpo(rec: SessionRecord, fmt: str, res: ExportResult) -> list[tuple[str, dic
 
 # -- driver -------------------------------------------------------------------------------------
 
+_SCORERS: dict[str, Any] = {}
+
+
+def _verifier(rec: SessionRecord, spec: RewardSpec, opts: ExportOptions) -> Verify | None:
+    """Verification of a session's unevaluated proposals (one shared :class:`~.env.Scorer`: its cache spans sessions)."""
+    if not opts.verify_missing:
+        return None
+    from .env import Scorer
+
+    scorer = _SCORERS.setdefault(spec.id, Scorer(spec.id))
+
+    def verify(codes: Sequence[str]) -> list[dict[str, Any]]:
+        return scorer.evaluate([(code, rec.task, rec.target) for code in codes])
+
+    return verify
+
+
 def export_sessions(root: str | Path, kind: str, fmt: str, opts: ExportOptions | None = None) -> ExportResult:
     """Build the rows of one export from every session under ``root``."""
     opts = opts or ExportOptions()
@@ -425,7 +456,7 @@ def export_sessions(root: str | Path, kind: str, fmt: str, opts: ExportOptions |
     seen: set[str] = set()
     build: Callable[[SessionRecord], list[tuple[str, dict[str, Any]]]] = {
         "sft": lambda r: _sft(r, fmt, opts, res),
-        "rl": lambda r: _rl(r, fmt, opts, spec, res),
+        "rl": lambda r: _rl(r, fmt, opts, spec, res, _verifier(r, spec, opts)),
         "dpo": lambda r: _dpo(r, fmt, res),
     }[kind]
     for rec in _sessions(root, opts, res):

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from nkiagent.traces.env import KernelEnv, Scorer, compute_score, extract_code, reward_fn
+from nkiagent.traces.env import KernelEnv, Scorer, compute_score, reward_fn
 from nkiagent.traces.serve import RewardServer
 
 from .conftest import baseline_kernel, cheat_kernel, honest_kernel, wrong_kernel
@@ -85,14 +85,6 @@ def test_wrong_routes_and_methods_and_the_server_stays_up(server: RewardServer) 
     assert health["ok"] is True and health["reward_spec"] == "gated-speedup@1" and health["seeds"] == 1
 
 
-def test_extract_code_from_every_completion_shape() -> None:
-    assert extract_code("```python\nx = 1\n```") == "x = 1\n"
-    assert extract_code("````python\na = '```'\n````") == "a = '```'\n"  # a longer fence may hold a shorter one
-    assert extract_code([{"role": "assistant", "content": "```py\ny = 2\n```"}]) == "y = 2\n"
-    assert extract_code("no code here") is None
-    assert extract_code("@nki.jit\ndef k(a):\n    return a") == "@nki.jit\ndef k(a):\n    return a"
-
-
 def test_kernel_env_steps_through_the_real_tools_and_verifier() -> None:
     with KernelEnv("vector_add", max_turns=3, seeds=1, hidden=False, reward="gated-speedup") as env:
         obs = env.reset()
@@ -104,7 +96,7 @@ def test_kernel_env_steps_through_the_real_tools_and_verifier() -> None:
         call = {"role": "assistant", "content": "", "tool_calls": [
             {"id": "r1", "type": "function", "function": {"name": "read_file", "arguments": json.dumps({"path": "kernels/vector_add.py"})}}]}
         o, r, done, info = env.step(call)
-        assert r == 0.0 and info["outcome"] == "none" and "TILE_COLS = 1024" in o["messages"][0]["content"]
+        assert r == 0.0 and info["outcome"] == "unchanged" and "TILE_COLS = 1024" in o["messages"][0]["content"]
         cheat = {"role": "assistant", "content": "", "tool_calls": [
             {"id": "w1", "type": "function", "function": {"name": "write_file", "arguments": json.dumps({"path": "kernels/vector_add.py", "content": cheat_kernel()})}}]}
         o, r, done, info = env.step(cheat)
