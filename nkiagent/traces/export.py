@@ -385,30 +385,42 @@ def _preferred(a: Candidate, b: Candidate) -> tuple[Candidate, Candidate] | None
     return None
 
 
-def _completion(rec: SessionRecord, c: Candidate) -> dict[str, Any] | None:
-    if c.message is not None:
-        return c.message
-    turn = rec.turn(c.turn)
-    if turn is not None and turn.completion is not None:
-        return turn.completion
+def _whole_kernel(rec: SessionRecord, c: Candidate) -> dict[str, Any] | None:
+    """``c``'s kernel as a whole-file answer: what both sides of a loop pair become, so they answer the same prompt."""
     code = rec.kernel(c.code_sha256)
-    return {"role": "assistant", "content": f"```python\n{code}```"} if code else None
+    if code is None:
+        return None
+    args = json.dumps({"path": rec.kernel_path or "kernel.py", "content": code})
+    return {"role": "assistant", "content": "", "tool_calls": [{"id": "call_0", "type": "function", "function": {"name": "write_file", "arguments": args}}]}
+
+
+def _comparable(rec: SessionRecord, a: Candidate, b: Candidate) -> tuple[list[dict[str, Any]], dict[str, Any] | None, dict[str, Any] | None]:
+    """(prompt, answer of a, answer of b), both answers to that one prompt.
+
+    Search siblings that saw the same prompt keep their own answers. Otherwise (edits k and k+1
+    of an agent loop, or siblings whose recorded prompts differ) each side is rebuilt as the whole
+    kernel it produced, under the earlier side's prompt: its own answer would quote a measurement,
+    or edit a kernel, that prompt never showed.
+    """
+    if a.parents and (a.prompt or None) == (b.prompt or None) and a.message is not None and b.message is not None:
+        return rec.parent_prompt(a), a.message, b.message
+    earlier = a if (a.turn or 0) <= (b.turn or 0) else b
+    turn = rec.turn(earlier.turn)
+    prompt = rec.parent_prompt(earlier) if earlier.parents else turn.prompt if turn is not None else []
+    return prompt, _whole_kernel(rec, a), _whole_kernel(rec, b)
 
 
 def _dpo(rec: SessionRecord, fmt: str, res: ExportResult) -> list[tuple[str, dict[str, Any]]]:
     rows: list[tuple[str, dict[str, Any]]] = []
     tools = tool_schemas(rec.tool_names, rec.meta.get("tools") or [])
-    first_prompt = rec.turns[0].prompt if rec.turns else []
     for a, b in _pairs(rec):
         pick = _preferred(a, b)
         if pick is None:
             res.stats["pairs_tied"] += 1
             continue
+        prompt, answer_a, answer_b = _comparable(rec, a, b)
         chosen, rejected = pick
-        earlier = a if (a.turn or 0) <= (b.turn or 0) else b
-        turn = rec.turn(earlier.turn)
-        prompt = turn.prompt if turn is not None and turn.prompt else rec.parent_prompt(earlier) if earlier.parents else first_prompt
-        good, bad = _completion(rec, chosen), _completion(rec, rejected)
+        good, bad = (answer_a, answer_b) if chosen is a else (answer_b, answer_a)
         if not prompt or good is None or bad is None or good == bad:
             res.stats["pairs_incomplete"] += 1
             continue

@@ -40,7 +40,7 @@ def test_a_batch_of_32_completions_gets_the_right_rewards(server: RewardServer) 
     kinds: list[tuple[str, Any, float | None]] = [
         ("baseline", _fence(baseline_kernel()), 1.3),  # speedup exactly 1 over itself: 0.3 + 1
         ("fast", {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c", "type": "function", "function": {"name": "write_file", "arguments": json.dumps({"path": "k.py", "content": honest_kernel()})}}]}, None),
+            {"id": "c", "type": "function", "function": {"name": "write_file", "arguments": json.dumps({"path": "kernels/vector_add.py", "content": honest_kernel()})}}]}, None),
         ("wrong", [{"role": "user", "content": "go"}, {"role": "assistant", "content": _fence(wrong_kernel())}], 0.0),
         ("cheat", _fence(cheat_kernel()), -1.0),
         ("syntax", "```python\ndef kernel(:\n```", -0.5),
