@@ -42,6 +42,8 @@ def add_export_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
     sr.add_argument("--no-hidden", action="store_true", help="skip the hidden shapes (faster, weaker)")
     sr.add_argument("--executor", choices=["local", "ray"], default="local", help="where kernels are verified: this machine's pool, or Ray")
     sr.add_argument("--ray-address", help="a Ray cluster to connect to (default with --executor ray: start a local Ray)")
+    sr.add_argument("--task-dir", help="serve the task files in this folder too (clients name them without .py); "
+                    "without it only builtin tasks are served: a client-supplied task path is never imported")
 
     co = sub.add_parser("corpus", help="build an SFT corpus from a folder of tasks and kernels")
     co_sub = co.add_subparsers(dest="corpus_command", metavar="ACTION")
@@ -108,7 +110,11 @@ def run_serve_reward(args: argparse.Namespace) -> int:
         return 2
     if args.executor == "ray":
         scorer.evaluate_many = search_evaluator("ray", scorer.seeds, scorer.hidden, args.workers, args.ray_address)
-    server = RewardServer(scorer, args.host, args.port)
+    try:
+        server = RewardServer(scorer, args.host, args.port, task_dir=args.task_dir)
+    except (FileNotFoundError, OSError) as exc:
+        print(f"nkiagent serve-reward: {exc}", file=sys.stderr)
+        return 2
     _stop_on_signals()
     print(f"scoring with {scorer.reward_spec.id} at {server.url}/score (GET {server.url}/health); Ctrl-C stops", flush=True)
     try:
@@ -117,6 +123,8 @@ def run_serve_reward(args: argparse.Namespace) -> int:
         pass
     finally:
         server.httpd.server_close()
+        scorer.close()
+    print("stopped", flush=True)
     return 0
 
 

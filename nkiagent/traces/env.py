@@ -16,6 +16,7 @@ import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -50,18 +51,26 @@ class Scored:
 
 @dataclass
 class Scorer:
-    """Verify and score kernels in batches (see the module docstring). Thread-safe."""
+    """Verify and score kernels in batches (see the module docstring). Thread-safe.
+
+    However many requests call it at once, at most ``workers`` kernels are verified at a time
+    (one shared pool: a reward server's clients cannot start a sandbox each), and a kernel that
+    is being verified for one caller is waited for, not verified again, by the others.
+    """
 
     spec: str = DEFAULT_SPEC
     seeds: int = 1
     hidden: bool = True
     workers: int | None = None
     cache_size: int = 4096
-    #: ``(code, task, target)`` items → evaluation dicts, in order; default: the local pool
-    #: (:func:`~nkiagent.verify.pool.verify_many`). ``nkiagent serve-reward --executor ray`` passes a Ray cluster's.
+    #: ``(code, task, target)`` items → evaluation dicts, in order; default: the local pool of sandboxed
+    #: workers. ``nkiagent serve-reward --executor ray`` passes a Ray cluster's.
     evaluate_many: Callable[[Sequence[tuple[str, str, str]]], list[dict[str, Any]]] | None = None
+    verified: int = field(default=0, init=False)  #: kernels actually verified (cache and in-flight hits not counted)
     _cache: OrderedDict[tuple[str, str, str], dict[str, Any]] = field(default_factory=OrderedDict, init=False, repr=False)
+    _inflight: dict[tuple[str, str, str], Future[dict[str, Any]]] = field(default_factory=dict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _pool: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.reward_spec: RewardSpec = get_spec(self.spec)
@@ -69,41 +78,70 @@ class Scorer:
     def options(self) -> Any:
         from ..verify.verifier import VerifyOptions
 
-        return VerifyOptions(seeds=self.seeds, hidden=self.hidden)
+        return VerifyOptions(seeds=self.seeds, hidden=self.hidden, parallel=1)
+
+    def _verify_one(self, code: str, task: str, target: str) -> dict[str, Any]:
+        from ..tasks import get_task
+        from ..verify.verifier import verify
+
+        with tempfile.TemporaryDirectory(prefix="nkiagent-score-") as tmp:
+            path = Path(tmp) / "kernel.py"
+            path.write_text(code)
+            return verify(path, get_task(task), target, self.options()).to_dict()
+
+    def _run(self, todo: dict[tuple[str, str, str], tuple[str, str, str]]) -> list[dict[str, Any]]:
+        """Verify the kernels this caller owns: through ``evaluate_many``, or the shared pool."""
+        if self.evaluate_many is not None:
+            return self.evaluate_many(list(todo.values()))
+        from ..verify.pool import default_workers
+
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.workers or default_workers(), thread_name_prefix="nkiagent-score")
+            pool = self._pool
+        return [f.result() for f in [pool.submit(self._verify_one, *it) for it in todo.values()]]
 
     def evaluate(self, items: Sequence[tuple[str, str, str]]) -> list[dict[str, Any]]:
         """Evaluation dicts of ``(code, task, target)`` items, in order (distinct ones verified once, in parallel)."""
-        from ..tasks import get_task
-        from ..verify.pool import verify_many
-
         keys = [(hashlib.sha256(code.encode()).hexdigest(), task, target) for code, task, target in items]
+        got: dict[tuple[str, str, str], dict[str, Any]] = {}
+        waiting: dict[tuple[str, str, str], Future[dict[str, Any]]] = {}
+        mine: dict[tuple[str, str, str], tuple[str, str, str]] = {}
         with self._lock:
-            todo = {k: it for k, it in zip(keys, items) if k not in self._cache}
-        if todo and self.evaluate_many is not None:
-            self._remember(list(todo), self.evaluate_many(list(todo.values())))
-        elif todo:
-            tasks = {name: get_task(name) for _, name, _ in todo.values()}
-            tmp = Path(tempfile.mkdtemp(prefix="nkiagent-score-"))
+            for k, it in zip(keys, items):
+                if k in got or k in waiting or k in mine:
+                    continue
+                if k in self._cache:
+                    got[k] = self._cache[k]
+                elif k in self._inflight:
+                    waiting[k] = self._inflight[k]
+                else:
+                    mine[k] = it
+                    self._inflight[k] = Future()
+            self.verified += len(mine)
+        if mine:
             try:
-                work = []
-                for i, (k, (code, name, target)) in enumerate(todo.items()):
-                    path = tmp / f"k{i}_{k[0][:12]}.py"
-                    path.write_text(code)
-                    work.append((path, tasks[name], target))
-                results = verify_many(work, workers=self.workers, options=self.options())
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
-            self._remember(list(todo), [r.to_dict() for r in results])
-        with self._lock:
-            return [self._cache[k] for k in keys]
+                results = self._run(mine)
+            except BaseException as exc:
+                with self._lock:
+                    for k in mine:
+                        self._inflight.pop(k).set_exception(exc)
+                raise
+            with self._lock:
+                for k, ev in zip(mine, results):
+                    got[k] = self._cache[k] = ev
+                    self._cache.move_to_end(k)
+                    self._inflight.pop(k).set_result(ev)
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        got.update({k: f.result() for k, f in waiting.items()})
+        return [got[k] for k in keys]
 
-    def _remember(self, keys: list[tuple[str, str, str]], evaluations: list[dict[str, Any]]) -> None:
-        with self._lock:
-            for k, ev in zip(keys, evaluations):
-                self._cache[k] = ev
-                self._cache.move_to_end(k)
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+    def close(self) -> None:
+        """Stop the pool: queued verifications are dropped, running ones finish in their sandboxes."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
     def score(self, completions: Sequence[Any], tasks: Sequence[str], targets: Sequence[str],
               kernels: Sequence[str | None] | None = None, kernel_paths: Sequence[str | None] | None = None) -> list[Scored]:
