@@ -28,7 +28,17 @@ from typing import Any
 
 from .rewards import Reward, RewardSpec
 
-__all__ = ["TOOL_ERROR", "UNCHANGED", "Action", "Applied", "apply_answer", "fenced_kernel", "needs_evaluation", "parse_answer", "score_answer"]
+__all__ = [
+    "TOOL_ERROR",
+    "UNCHANGED",
+    "Action",
+    "Applied",
+    "apply_answer",
+    "fenced_kernel",
+    "needs_evaluation",
+    "parse_answer",
+    "score_answer",
+]
 
 UNCHANGED = "unchanged"  #: turn outcome: the answer left the kernel as it was
 TOOL_ERROR = "tool_error"  #: turn outcome: a tool call of the answer could not be carried out
@@ -36,10 +46,25 @@ TOOL_ERROR = "tool_error"  #: turn outcome: a tool call of the answer could not 
 _FENCE = re.compile(r"^(`{3,})[ \t]*([\w.+-]*)[^\n]*\n(.*?)^\1[ \t]*$", re.DOTALL | re.MULTILINE)
 _HERMES = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 #: Tools that only look (their call is valid, the kernel stays as it was) and the arguments each requires.
-READ_ONLY = {"read_file": ("path",), "list_files": (), "evaluate": ("path",), "profile": ("path",), "submit": ("path",), "nki_docs": ("query",)}
+READ_ONLY = {
+    "read_file": ("path",),
+    "list_files": (),
+    "evaluate": ("path",),
+    "profile": ("path",),
+    "submit": ("path",),
+    "nki_docs": ("query",),
+}
 EDITS = {"write_file": ("path", "content"), "edit_file": ("path", "old", "new")}
-KNOWN_ARGS = {"read_file": {"path"}, "list_files": {"path"}, "evaluate": {"path"}, "profile": {"path"}, "submit": {"path", "summary"},
-              "nki_docs": {"query"}, "write_file": {"path", "content"}, "edit_file": {"path", "old", "new"}}
+KNOWN_ARGS = {
+    "read_file": {"path"},
+    "list_files": {"path"},
+    "evaluate": {"path"},
+    "profile": {"path"},
+    "submit": {"path", "summary"},
+    "nki_docs": {"query"},
+    "write_file": {"path", "content"},
+    "edit_file": {"path", "old", "new"},
+}
 
 
 @dataclass
@@ -189,7 +214,9 @@ def _apply_one(act: Action, out: Applied, want: str | None) -> tuple[str, str]:
     missing = [a for a in required if not isinstance(act.args.get(a), str)]
     unknown = sorted(set(act.args) - KNOWN_ARGS[act.name])
     if missing or unknown:
-        parts = ([f"missing or not text: {', '.join(missing)}"] if missing else []) + ([f"unexpected {', '.join(unknown)}"] if unknown else [])
+        parts = ([f"missing or not text: {', '.join(missing)}"] if missing else []) + (
+            [f"unexpected {', '.join(unknown)}"] if unknown else []
+        )
         return f"bad arguments for {act.name}: {'; '.join(parts)}", ""
     path = act.args.get("path")
     if isinstance(path, str) and (path.startswith("/") or _norm(path).startswith("..")):
@@ -231,4 +258,3 @@ def score_answer(applied: Applied, spec: RewardSpec, evaluation: Mapping[str, An
 def needs_evaluation(applied: Applied) -> bool:
     """Whether the answer produced a new kernel that must be verified before it can be scored."""
     return applied.acted and applied.changed and applied.code is not None
-

@@ -37,6 +37,7 @@ def starting_kernel(task: str) -> tuple[str, str]:
     t = get_task(task)
     return start(t).read_text(), kernel_path(t.name.rsplit("/", 1)[-1])
 
+
 @dataclass
 class Scored:
     reward: Reward
@@ -44,9 +45,16 @@ class Scored:
 
     def to_dict(self) -> dict[str, Any]:
         ev = self.evaluation or {}
-        return {**self.reward.to_dict(), "verdict": ev.get("verdict"), "reasons": list(ev.get("reasons", []))[:3],
-                "speedup": ev.get("speedup"), "latency_us": ev.get("latency_us"), "timing_source": ev.get("timing_source"),
-                "fraction_of_peak": ev.get("fraction_of_peak"), "code_sha256": ev.get("code_sha256")}
+        return {
+            **self.reward.to_dict(),
+            "verdict": ev.get("verdict"),
+            "reasons": list(ev.get("reasons", []))[:3],
+            "speedup": ev.get("speedup"),
+            "latency_us": ev.get("latency_us"),
+            "timing_source": ev.get("timing_source"),
+            "fraction_of_peak": ev.get("fraction_of_peak"),
+            "code_sha256": ev.get("code_sha256"),
+        }
 
 
 @dataclass
@@ -143,8 +151,14 @@ class Scorer:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
 
-    def score(self, completions: Sequence[Any], tasks: Sequence[str], targets: Sequence[str],
-              kernels: Sequence[str | None] | None = None, kernel_paths: Sequence[str | None] | None = None) -> list[Scored]:
+    def score(
+        self,
+        completions: Sequence[Any],
+        tasks: Sequence[str],
+        targets: Sequence[str],
+        kernels: Sequence[str | None] | None = None,
+        kernel_paths: Sequence[str | None] | None = None,
+    ) -> list[Scored]:
         """Score answers (text, message or messages) against their tasks by :func:`~.answers.score_answer`.
 
         ``kernels[i]``/``kernel_paths[i]`` are the kernel in force when answer ``i`` was asked for
@@ -154,8 +168,10 @@ class Scorer:
         kernels = list(kernels) if kernels is not None else [None] * n
         kernel_paths = list(kernel_paths) if kernel_paths is not None else [None] * n
         if not n == len(tasks) == len(targets) == len(kernels) == len(kernel_paths):
-            raise ValueError(f"got {n} completions, {len(tasks)} tasks, {len(targets)} targets, {len(kernels)} kernels and "
-                             f"{len(kernel_paths)} kernel paths; they must match")
+            raise ValueError(
+                f"got {n} completions, {len(tasks)} tasks, {len(targets)} targets, {len(kernels)} kernels and "
+                f"{len(kernel_paths)} kernel paths; they must match"
+            )
         applied = []
         for comp, task, kernel, path in zip(completions, tasks, kernels, kernel_paths):
             if kernel is None:
@@ -198,8 +214,13 @@ def reward_fn(prompts: Sequence[Any], completions: Sequence[Any], **kw: Any) -> 
     n = len(completions)
     spec = kw.get("reward_spec")
     scorer = default_scorer(spec[0] if isinstance(spec, list) and spec else spec or DEFAULT_SPEC)
-    scored = scorer.score(list(completions), _column(kw, "task", n, "vector_add"), _column(kw, "target", n, "trn2"),
-                          _column(kw, "kernel", n, None), _column(kw, "kernel_path", n, None))
+    scored = scorer.score(
+        list(completions),
+        _column(kw, "task", n, "vector_add"),
+        _column(kw, "target", n, "trn2"),
+        _column(kw, "kernel", n, None),
+        _column(kw, "kernel_path", n, None),
+    )
     return [s.reward.reward for s in scored]
 
 
@@ -229,8 +250,16 @@ class KernelEnv:
     messages. The episode ends on ``submit`` or after ``max_turns`` steps.
     """
 
-    def __init__(self, task: str = "vector_add", target: str = "trn2", reward: str = DEFAULT_SPEC, max_turns: int = 8,
-                 seeds: int = 1, hidden: bool = True, tools: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        task: str = "vector_add",
+        target: str = "trn2",
+        reward: str = DEFAULT_SPEC,
+        max_turns: int = 8,
+        seeds: int = 1,
+        hidden: bool = True,
+        tools: list[str] | None = None,
+    ) -> None:
         self.task_name = task
         self.target = target
         self.spec = get_spec(reward)
@@ -264,8 +293,10 @@ class KernelEnv:
         self.workspace.resolve(self.kernel).write_text(self.code)
         self.ctx = AgentContext(self.workspace, t, self.target, self.seeds)
         self.registry = ToolRegistry(load_tools(None, self.tool_names))
-        self.messages = [{"role": "system", "content": system_prompt(self.target)},
-                         {"role": "user", "content": task_prompt(t, self.kernel, self.target)}]
+        self.messages = [
+            {"role": "system", "content": system_prompt(self.target)},
+            {"role": "user", "content": task_prompt(t, self.kernel, self.target)},
+        ]
         self.turn, self.done, self.evaluation = 0, False, None
         return {"messages": list(self.messages), "tools": self.registry.schemas(), "task": t.name, "target": self.target}
 
@@ -291,7 +322,11 @@ class KernelEnv:
         if self.done or self.dir is None:
             raise RuntimeError("the episode is over: call reset() first")
         self.turn += 1
-        msg = {**action, "role": "assistant"} if isinstance(action, dict) else {"role": "assistant", "content": action if isinstance(action, str) else ""}
+        msg = (
+            {**action, "role": "assistant"}
+            if isinstance(action, dict)
+            else {"role": "assistant", "content": action if isinstance(action, str) else ""}
+        )
         applied = apply_answer(msg, self.code, self.kernel)
         evaluation = None
         if needs_evaluation(applied):
@@ -299,20 +334,37 @@ class KernelEnv:
             self.workspace.resolve(self.kernel).write_text(self.code)
             evaluation = self.evaluation = self._evaluate()
         reward = score_answer(applied, self.spec, evaluation)
-        texts = [text if text.startswith("error:") or act.name in ("write_file", "edit_file") else self._look(act.name, act.args)
-                 for act, text in applied.results]
+        texts = [
+            text if text.startswith("error:") or act.name in ("write_file", "edit_file") else self._look(act.name, act.args)
+            for act, text in applied.results
+        ]
         if evaluation is not None and texts:
             texts[-1] += "\n" + compact_evaluation(evaluation)
         if not applied.acted:
-            out = [{"role": "user", "content": "No kernel and no tool call found: answer with a ```python block holding the whole kernel, or call a tool."}]
+            out = [
+                {
+                    "role": "user",
+                    "content": "No kernel and no tool call found: answer with a ```python block holding the whole kernel, or call a tool.",
+                }
+            ]
         elif applied.results and msg.get("tool_calls"):
-            out = [{"role": "tool", "tool_call_id": act.id or f"call_{i}", "content": text} for i, ((act, _), text) in enumerate(zip(applied.results, texts))]
+            out = [
+                {"role": "tool", "tool_call_id": act.id or f"call_{i}", "content": text}
+                for i, ((act, _), text) in enumerate(zip(applied.results, texts))
+            ]
         else:
             out = [{"role": "user", "content": "\n\n".join(texts) if texts else compact_evaluation(evaluation or {})}]
         self.messages += [msg, *out]
         self.done = applied.submitted or self.turn >= self.max_turns
-        info = {"turn": self.turn, "outcome": reward.outcome, "components": reward.components, "reward_spec": self.spec.id,
-                "evaluation": evaluation, "submitted": applied.submitted, "errors": list(applied.errors)}
+        info = {
+            "turn": self.turn,
+            "outcome": reward.outcome,
+            "components": reward.components,
+            "reward_spec": self.spec.id,
+            "evaluation": evaluation,
+            "submitted": applied.submitted,
+            "errors": list(applied.errors),
+        }
         return {"messages": out}, reward.reward, self.done, info
 
     def close(self) -> None:

@@ -68,8 +68,11 @@ class TaskResolver:
     def __call__(self, name: str) -> str:
         if name in self.builtin:
             return name
-        hint = (f"name a builtin task or a file in {self.task_dir} (without .py)" if self.task_dir is not None
-                else "name a builtin task; the operator can serve task files with --task-dir DIR")
+        hint = (
+            f"name a builtin task or a file in {self.task_dir} (without .py)"
+            if self.task_dir is not None
+            else "name a builtin task; the operator can serve task files with --task-dir DIR"
+        )
         if not _NAME.match(name) or ".." in name:
             raise KeyError(f"task {name!r} is not a task name: task paths are not accepted over HTTP; {hint}")
         if self.task_dir is None:
@@ -135,7 +138,9 @@ def parse_request(body: bytes, resolve: Any) -> tuple[list[Any], list[str], list
         if not isinstance(comp, (str, dict, list)):
             raise BadRequest(400, f"items[{i}].completion must be text, a message or a list of messages")
         if _depth(comp, MAX_DEPTH) > MAX_DEPTH:
-            raise BadRequest(400, f"items[{i}].completion is nested more than {MAX_DEPTH} levels deep; send text, a message or a list of messages")
+            raise BadRequest(
+                400, f"items[{i}].completion is nested more than {MAX_DEPTH} levels deep; send text, a message or a list of messages"
+            )
         size = len(comp) if isinstance(comp, str) else len(json.dumps(comp))
         if size > MAX_COMPLETION:
             raise BadRequest(413, f"items[{i}].completion is {size} characters; at most {MAX_COMPLETION} (a kernel is a few thousand)")
@@ -172,14 +177,25 @@ class RewardServer:
 
     def health(self) -> dict[str, Any]:
         s = self.scorer
-        return {"ok": True, "reward_spec": s.reward_spec.id, "description": s.reward_spec.description, "seeds": s.seeds,
-                "hidden_shapes": s.hidden, "workers": s.workers, "verified": s.verified,
-                "task_dir": str(self.resolve.task_dir) if self.resolve.task_dir else None}
+        return {
+            "ok": True,
+            "reward_spec": s.reward_spec.id,
+            "description": s.reward_spec.description,
+            "seeds": s.seeds,
+            "hidden_shapes": s.hidden,
+            "workers": s.workers,
+            "verified": s.verified,
+            "task_dir": str(self.resolve.task_dir) if self.resolve.task_dir else None,
+        }
 
     def score(self, body: bytes) -> dict[str, Any]:
         completions, tasks, targets, kernels, paths = parse_request(body, self.resolve)
         scored = self.scorer.score(completions, tasks, targets, kernels, paths)
-        return {"rewards": [s.reward.reward for s in scored], "results": [s.to_dict() for s in scored], "reward_spec": self.scorer.reward_spec.id}
+        return {
+            "rewards": [s.reward.reward for s in scored],
+            "results": [s.to_dict() for s in scored],
+            "reward_spec": self.scorer.reward_spec.id,
+        }
 
     def start(self) -> RewardServer:
         self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)

@@ -16,7 +16,11 @@ EDITED = KERNEL.replace("TILE = 128", "TILE = 512")
 
 def _openai(name: str, args: object) -> dict[str, object]:
     raw = args if isinstance(args, str) else json.dumps(args)
-    return {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": name, "arguments": raw}}]}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": name, "arguments": raw}}],
+    }
 
 
 def _hermes(name: str, args: dict[str, object]) -> str:
@@ -26,43 +30,56 @@ def _hermes(name: str, args: dict[str, object]) -> str:
 EDIT = {"path": K, "old": "TILE = 128\n", "new": "TILE = 512\n"}
 
 
-@pytest.mark.parametrize("answer", [
-    _openai("edit_file", EDIT),
-    _hermes("edit_file", EDIT),
-    f"```edit {K}\n<<<<<<< OLD\nTILE = 128\n=======\nTILE = 512\n>>>>>>> NEW\n```",
-    _openai("write_file", {"path": K, "content": EDITED}),
-    _hermes("write_file", {"path": "./" + K, "content": EDITED}),
-    f"```write {K}\n{EDITED}```",
-    f"The kernel:\n```python\n{EDITED}```\nUse it like this:\n```python\nout = k(a)\n```",  # the usage block is not the kernel
-    [{"role": "user", "content": "go"}, {"role": "assistant", "content": f"```\n{EDITED}```"}],
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        _openai("edit_file", EDIT),
+        _hermes("edit_file", EDIT),
+        f"```edit {K}\n<<<<<<< OLD\nTILE = 128\n=======\nTILE = 512\n>>>>>>> NEW\n```",
+        _openai("write_file", {"path": K, "content": EDITED}),
+        _hermes("write_file", {"path": "./" + K, "content": EDITED}),
+        f"```write {K}\n{EDITED}```",
+        f"The kernel:\n```python\n{EDITED}```\nUse it like this:\n```python\nout = k(a)\n```",  # the usage block is not the kernel
+        [{"role": "user", "content": "go"}, {"role": "assistant", "content": f"```\n{EDITED}```"}],
+    ],
+)
 def test_every_format_applies_to_the_kernel_in_force(answer: object) -> None:
     a = apply_answer(answer, KERNEL, K)
     assert (a.code, a.changed, a.errors) == (EDITED, True, [])
 
 
-@pytest.mark.parametrize(("answer", "error"), [
-    (_openai("edit_file", {"path": K, "old": "TILE = 64\n", "new": "x"}), "`old` does not occur in kernels/vector_add.py"),
-    (_openai("shell", {"cmd": "ls"}), "unknown tool 'shell'"),
-    (_openai("write_file", "{not json"), "arguments of write_file are not valid JSON"),
-    (_openai("write_file", "[1, 2]"), "arguments of write_file must be a JSON object, got list"),
-    (_openai("write_file", {"path": K}), "bad arguments for write_file: missing or not text: content"),
-    (_openai("write_file", {"path": K, "content": ["a"]}), "missing or not text: content"),
-    (_openai("write_file", {"path": "../outside.py", "content": EDITED}), "../outside.py is outside the workspace"),
-    (_openai("write_file", {"path": "/etc/passwd", "content": EDITED}), "/etc/passwd is outside the workspace"),
-    (_openai("write_file", {"path": "kernels/other.py", "content": EDITED}), "only the kernel file kernels/vector_add.py can be changed"),
-    ("<tool_call>\n{oops\n</tool_call>", "a <tool_call> block is not valid JSON"),
-    ({"role": "assistant", "tool_calls": "edit"}, "tool_calls must be a list"),
-    ({"role": "assistant", "tool_calls": [5]}, "tool_calls[0] has no function name"),
-])
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        (_openai("edit_file", {"path": K, "old": "TILE = 64\n", "new": "x"}), "`old` does not occur in kernels/vector_add.py"),
+        (_openai("shell", {"cmd": "ls"}), "unknown tool 'shell'"),
+        (_openai("write_file", "{not json"), "arguments of write_file are not valid JSON"),
+        (_openai("write_file", "[1, 2]"), "arguments of write_file must be a JSON object, got list"),
+        (_openai("write_file", {"path": K}), "bad arguments for write_file: missing or not text: content"),
+        (_openai("write_file", {"path": K, "content": ["a"]}), "missing or not text: content"),
+        (_openai("write_file", {"path": "../outside.py", "content": EDITED}), "../outside.py is outside the workspace"),
+        (_openai("write_file", {"path": "/etc/passwd", "content": EDITED}), "/etc/passwd is outside the workspace"),
+        (
+            _openai("write_file", {"path": "kernels/other.py", "content": EDITED}),
+            "only the kernel file kernels/vector_add.py can be changed",
+        ),
+        ("<tool_call>\n{oops\n</tool_call>", "a <tool_call> block is not valid JSON"),
+        ({"role": "assistant", "tool_calls": "edit"}, "tool_calls must be a list"),
+        ({"role": "assistant", "tool_calls": [5]}, "tool_calls[0] has no function name"),
+    ],
+)
 def test_broken_calls_are_errors_never_exceptions(answer: object, error: str) -> None:
     a = apply_answer(answer, KERNEL, K)
     assert any(error in e for e in a.errors), a.errors
 
 
 def test_reads_and_evaluations_leave_the_kernel_unchanged() -> None:
-    for answer in (_openai("read_file", {"path": K}), _hermes("evaluate", {"path": K}), f"```tool evaluate\n{json.dumps({'path': K})}\n```",
-                   f"```python\n{KERNEL}```"):
+    for answer in (
+        _openai("read_file", {"path": K}),
+        _hermes("evaluate", {"path": K}),
+        f"```tool evaluate\n{json.dumps({'path': K})}\n```",
+        f"```python\n{KERNEL}```",
+    ):
         a = apply_answer(answer, KERNEL, K)
         assert (a.changed, a.errors, a.acted) == (False, [], True), answer
     assert apply_answer(_openai("submit", {"path": K, "summary": "s"}), KERNEL, K).submitted

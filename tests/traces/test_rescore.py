@@ -25,9 +25,15 @@ def _rescored(fmt: str, row: dict[str, Any]) -> tuple[float, float]:
     if fmt == "verl":
         extra = row["extra_info"]
         return compute_score(row["data_source"], extra["completion"], row["reward_model"]["ground_truth"], extra)["score"], extra["reward"]
-    completion = row["completion"] if fmt == "trl-grpo" else row["completion"]
-    got = reward_fn([row["prompt"]], [completion], task=[row["task"]], target=[row["target"]], kernel=[row["kernel"]],
-                    kernel_path=[row["kernel_path"]], reward_spec=[row["reward_spec"]])
+    got = reward_fn(
+        [row["prompt"]],
+        [row["completion"]],
+        task=[row["task"]],
+        target=[row["target"]],
+        kernel=[row["kernel"]],
+        kernel_path=[row["kernel_path"]],
+        reward_spec=[row["reward_spec"]],
+    )
     return got[0], row["reward"]
 
 
