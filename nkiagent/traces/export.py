@@ -60,6 +60,8 @@ class ExportOptions:
     #: RL: verify kernels a session proposed but never evaluated (edits the person turned down), so their turns
     #: keep a reward; off: those turns are left out (counted as ``skipped_unevaluated``)
     verify_missing: bool = True
+    #: replace the NKI cheat-sheet in system prompts (~17k characters of a ~18k prompt) with a pointer to ``nki_docs``
+    compact_system: bool = False
 
 
 @dataclass
@@ -438,6 +440,29 @@ def _dpo(rec: SessionRecord, fmt: str, res: ExportResult) -> list[tuple[str, dic
 # -- driver -------------------------------------------------------------------------------------
 
 _SCORERS: dict[str, Any] = {}
+COMPACT_POINTER = "(The NKI cheat-sheet is left out of this prompt: call `nki_docs` with keywords to read the API and the hardware rules.)"
+
+
+def _cheatsheet() -> str:
+    from ..agent.assets import asset_dirs
+
+    path = next((d / "nki_cheatsheet.md" for d in reversed(asset_dirs("prompts")) if (d / "nki_cheatsheet.md").is_file()), None)
+    return path.read_text().strip() if path is not None else ""
+
+
+def _compact(value: Any, cheatsheet: str) -> Any:
+    """``value`` with the cheat-sheet in every system prompt (a system message, ShareGPT's ``system``) replaced by a pointer."""
+    if isinstance(value, dict):
+        out = {k: _compact(v, cheatsheet) for k, v in value.items()}
+        for key in ("content", "system", "value"):
+            text = out.get(key)
+            if isinstance(text, str) and cheatsheet in text and (key != "content" or out.get("role") == "system"):
+                out[key] = text.replace(cheatsheet, COMPACT_POINTER)
+        return out
+    if isinstance(value, list):
+        return [_compact(v, cheatsheet) for v in value]
+    return value
+
 
 
 def _verifier(rec: SessionRecord, spec: RewardSpec, opts: ExportOptions) -> Verify | None:
@@ -471,6 +496,7 @@ def export_sessions(root: str | Path, kind: str, fmt: str, opts: ExportOptions |
         "rl": lambda r: _rl(r, fmt, opts, spec, res, _verifier(r, spec, opts)),
         "dpo": lambda r: _dpo(r, fmt, res),
     }[kind]
+    cheatsheet = _cheatsheet() if opts.compact_system else None
     for rec in _sessions(root, opts, res):
         scrubber = Scrubber(rec.workspace_roots()) if opts.scrub else None
         for key, row in build(rec):
@@ -478,6 +504,8 @@ def export_sessions(root: str | Path, kind: str, fmt: str, opts: ExportOptions |
                 res.stats["duplicates"] += 1
                 continue
             seen.add(key)
+            if cheatsheet:
+                row = _compact(row, cheatsheet)
             res.rows.append(scrubber.row(row) if scrubber else row)
     if kind == "rl" and fmt == "verl":
         for i, row in enumerate(res.rows):
