@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
-from .answers import apply_answer, needs_evaluation, score_answer
+from .answers import UNCHANGED, apply_answer, needs_evaluation, score_answer
 from .rewards import DEFAULT_SPEC, Reward, RewardSpec, get_spec
 
 __all__ = ["KernelEnv", "Scored", "Scorer", "compute_score", "default_scorer", "reward_fn", "starting_kernel"]
@@ -273,6 +273,7 @@ class KernelEnv:
         self.done = True
         self.code = ""
         self.evaluation: dict[str, Any] | None = None  #: the evaluation of the kernel in force, once it changed
+        self.history: list[tuple[str, float]] = []  #: (outcome, reward) of every step that did something
 
     def reset(self, task: str | None = None, kernel: str | None = None, kernel_path: str | None = None) -> dict[str, Any]:
         """Start an episode on ``task`` from ``kernel`` (default: the task's starting kernel, as an agent session)."""
@@ -297,7 +298,7 @@ class KernelEnv:
             {"role": "system", "content": system_prompt(self.target)},
             {"role": "user", "content": task_prompt(t, self.kernel, self.target)},
         ]
-        self.turn, self.done, self.evaluation = 0, False, None
+        self.turn, self.done, self.evaluation, self.history = 0, False, None, []
         return {"messages": list(self.messages), "tools": self.registry.schemas(), "task": t.name, "target": self.target}
 
     def _evaluate(self) -> dict[str, Any]:
@@ -334,6 +335,8 @@ class KernelEnv:
             self.workspace.resolve(self.kernel).write_text(self.code)
             evaluation = self.evaluation = self._evaluate()
         reward = score_answer(applied, self.spec, evaluation)
+        if reward.outcome != UNCHANGED:
+            self.history.append((reward.outcome, reward.reward))
         texts = [
             text if text.startswith("error:") or act.name in ("write_file", "edit_file") else self._look(act.name, act.args)
             for act, text in applied.results
@@ -366,6 +369,15 @@ class KernelEnv:
             "errors": list(applied.errors),
         }
         return {"messages": out}, reward.reward, self.done, info
+
+    def episode_reward(self) -> float:
+        """One number for the episode, for trainers that want one (TRL's ``get_reward``, verl's ``calc_reward``):
+        a cheat's reward if any step cheated — a later honest edit does not wash it out — else the last
+        step that did something (the kernel left in force, or a broken call), 0 when none did."""
+        cheats = [r for outcome, r in self.history if outcome == "rejected"]
+        if cheats:
+            return min(cheats)
+        return self.history[-1][1] if self.history else 0.0
 
     def close(self) -> None:
         if self.dir is not None:

@@ -44,6 +44,8 @@ FORMATS = {"sft": ("openai", "trl", "sharegpt"), "rl": ("steps", "verl", "trl-gr
 #: A pass must beat the other by this relative margin to be preferred on speed (timing noise is not a preference).
 SPEED_MARGIN = 0.01
 VERL_ABILITY = "nki-kernel-optimization"
+#: The tools examples/verl/nkiagent_tools.yaml registers (each gets the row's task and kernel in its create_kwargs).
+VERL_TOOLS = ("read_file", "edit_file", "write_file", "evaluate")
 
 
 @dataclass
@@ -343,7 +345,8 @@ def _rl(rec: SessionRecord, fmt: str, opts: ExportOptions, spec: RewardSpec, res
                                "weight": 1 if trainable else 0, "code_sha256": sha,
                                "speedup": ev.get("speedup"), "latency_us": ev.get("latency_us"), "timing_source": ev.get("timing_source")}))
         elif fmt == "verl":
-            truth = json.dumps({"task": rec.task, "target": rec.target, "kernel": kernel, "kernel_path": kpath})
+            where = {"task": rec.task, "target": rec.target, "kernel": kernel, "kernel_path": kpath}
+            truth = json.dumps(where)
             rows.append((key, {
                 "data_source": f"nkiagent/{rec.task}",
                 "prompt": _plain(prompt),
@@ -352,7 +355,9 @@ def _rl(rec: SessionRecord, fmt: str, opts: ExportOptions, spec: RewardSpec, res
                 "extra_info": {"split": "train", "index": 0, "session_id": rec.id, "turn": n, "target": rec.target,
                                "completion": _hermes_text(completion), "outcome": reward.outcome,
                                "components": json.dumps(reward.components), "reward": float(reward.reward), "return": float(ret),
-                               "reward_spec": spec.id, "need_tools_kwargs": False},
+                               "reward_spec": spec.id, "need_tools_kwargs": True,
+                               # verl's multi-turn tools (nkiagent.traces.verl_tool) start from the kernel in force
+                               "tools_kwargs": {name: {"create_kwargs": where} for name in VERL_TOOLS}},
             }))
         else:  # trl-grpo: the prompt column, plus columns that reach reward functions as keyword arguments
             rows.append((key, {"prompt": _trl_messages(prompt), "completion": _trl_messages([completion]), **base,

@@ -36,12 +36,10 @@ class TRLKernelEnv:
 
     def __init__(self) -> None:
         self._env = KernelEnv(reward=self.reward_spec, max_turns=self.max_calls, seeds=self.seeds, hidden=self.hidden)
-        self._rewards: list[tuple[str, float]] = []
 
     def reset(self, **row: Any) -> str | None:
         """Start a rollout on the row's task from the row's kernel; the row's prompt already says what to do."""
         self._env.reset(str(row.get("task") or "vector_add"), kernel=row.get("kernel"), kernel_path=row.get("kernel_path"))
-        self._rewards = []
         return None
 
     def _call(self, name: str, args: dict[str, Any]) -> str:
@@ -52,9 +50,7 @@ class TRLKernelEnv:
             "content": "",
             "tool_calls": [{"id": "t", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}],
         }
-        obs, reward, _, info = self._env.step(call)
-        if info["outcome"] != "unchanged":
-            self._rewards.append((info["outcome"], reward))
+        obs, _, _, _ = self._env.step(call)
         return "\n".join(m["content"] for m in obs["messages"])
 
     def read_file(self, path: str) -> str:
@@ -93,8 +89,5 @@ class TRLKernelEnv:
         return self._call("evaluate", {"path": path})
 
     def get_reward(self) -> float:
-        """The rollout's reward: a cheat's if it cheated, else the last change's (0 when nothing changed)."""
-        cheats = [r for outcome, r in self._rewards if outcome == "rejected"]
-        if cheats:
-            return min(cheats)
-        return self._rewards[-1][1] if self._rewards else 0.0
+        """The rollout's reward (:meth:`~.env.KernelEnv.episode_reward`): a cheat's if it cheated, else the last change's."""
+        return self._env.episode_reward()

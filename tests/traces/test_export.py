@@ -135,6 +135,9 @@ def test_verl_parquet_has_the_columns_and_types_verl_reads(recorded: Recorded, t
     truth = json.loads(rows[0]["reward_model"]["ground_truth"])
     assert truth["task"] == "vector_add" and truth["target"] == "trn2" and truth["kernel_path"] == "kernels/vector_add.py"
     assert "@nki.jit" in truth["kernel"]  # the kernel in force at the prompt, which an edit answer applies to
+    kwargs = rows[0]["extra_info"]["tools_kwargs"]  # verl's multi-turn tools (nkiagent.traces.verl_tool) start from that kernel
+    assert rows[0]["extra_info"]["need_tools_kwargs"] is True and set(kwargs) == {"read_file", "edit_file", "write_file", "evaluate"}
+    assert kwargs["edit_file"]["create_kwargs"]["kernel"] == truth["kernel"]
     cheat = next(r for r in rows if r["extra_info"]["outcome"] == "rejected")
     assert cheat["extra_info"]["reward"] == -1.0 and "<tool_call>" in cheat["extra_info"]["completion"]
 
