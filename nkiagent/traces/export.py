@@ -519,8 +519,30 @@ def export_sessions(root: str | Path, kind: str, fmt: str, opts: ExportOptions |
     return res
 
 
-def write_rows(rows: list[dict[str, Any]], path: str | Path) -> Path:
-    """JSONL (one row per line) or, for a ``.parquet`` path, a Parquet file.
+#: Explicit Arrow types of the scalar columns the exports write: a column is typed the same in every file,
+#: whatever its first rows hold (a ``speedup`` that is ``None`` in the first rows is still a float column).
+FIELD_TYPES: dict[str, Any] = {
+    **dict.fromkeys(("reward", "return", "gamma", "speedup", "latency_us", "chosen_speedup", "rejected_speedup"), "float64"),
+    **dict.fromkeys(("turn", "weight"), "int64"),
+    **dict.fromkeys(("session_id", "task", "target", "model", "strategy", "kernel", "kernel_path", "outcome", "verdict", "reward_spec",
+                     "code_sha256", "timing_source", "data_source", "ability", "system", "candidate_id", "chosen_outcome",
+                     "rejected_outcome"), "string"),
+    "parallel_tool_calls": "bool",
+}
+
+
+def arrow_schema(rows: list[dict[str, Any]]) -> Any:
+    """The Arrow schema of ``rows``: every column any row has (not only the first row's), nested columns inferred over
+    all rows, and :data:`FIELD_TYPES` for the scalar ones."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    inferred = pa.array(rows).type if rows else pa.struct([])
+    return pa.schema([pa.field(f.name, pa.type_for_alias(FIELD_TYPES[f.name]) if f.name in FIELD_TYPES else f.type) for f in inferred])
+
+
+def write_rows(rows: list[dict[str, Any]], path: str | Path, schema: Any = None) -> Path:
+    """JSONL (one row per line) or, for a ``.parquet`` path, a Parquet file with ``schema`` (default :func:`arrow_schema`;
+    the splits of one dataset pass the schema of all their rows, so every file has the same one).
 
     JSON leaves U+2028, U+2029 and U+0085 raw, but many line readers split on them: they are
     escaped, so one row stays one line.
@@ -528,10 +550,10 @@ def write_rows(rows: list[dict[str, Any]], path: str | Path) -> Path:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     if p.suffix == ".parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow as pa  # type: ignore[import-untyped]
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-        pq.write_table(pa.Table.from_pylist(rows), p)
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema or arrow_schema(rows)), p)
         return p
     with open(p, "w", encoding="utf-8") as fh:
         for row in rows:
@@ -543,6 +565,63 @@ def write_rows(rows: list[dict[str, Any]], path: str | Path) -> Path:
     return p
 
 
+# -- dataset folders: splits, lengths, card ------------------------------------------------------
+
+#: Characters per token assumed when no tokenizer is given: BPE tokenizers read Python and English at ~3–4.
+CHARS_PER_TOKEN = 3.2
+#: Columns that are not model input (everything else — prompts, completions, tools — is text the model reads).
+META_COLUMNS = frozenset({*FIELD_TYPES, "components", "reward_model", "extra_info"}) - {"system"}
+
+
+def row_text(row: dict[str, Any]) -> str:
+    """The text of a row a trainer tokenizes: its message columns (and tools), without the metadata columns."""
+    return json.dumps({k: v for k, v in row.items() if k not in META_COLUMNS}, ensure_ascii=False)
+
+
+def length_stats(rows: list[dict[str, Any]], count_tokens: Callable[[str], int] | None = None) -> dict[str, Any]:
+    """Token lengths of the rows (min, median, p95, max) and the ``max_length`` that keeps every row whole.
+
+    ``count_tokens`` is a real tokenizer's count; without one the lengths are estimated at
+    :data:`CHARS_PER_TOKEN` characters per token and the card says so.
+    """
+    count = count_tokens or (lambda text: int(len(text) / CHARS_PER_TOKEN) + 1)
+    lengths = sorted(count(row_text(r)) for r in rows)
+    if not lengths:
+        return {"rows": 0, "estimated": count_tokens is None}
+    pick = lambda q: lengths[min(len(lengths) - 1, int(q * (len(lengths) - 1) + 0.5))]
+    longest = lengths[-1]
+    return {"rows": len(lengths), "estimated": count_tokens is None, "min": lengths[0], "median": pick(0.5), "p95": pick(0.95),
+            "max": longest, "recommended_max_length": 1024 * -(-longest // 1024), "over_1024": sum(n > 1024 for n in lengths)}
+
+
+def _group(row: dict[str, Any]) -> str:
+    """What keeps rows together in one split: their session (rows of one session are near-duplicates of each other)."""
+    sid = row.get("session_id") or (row.get("extra_info") or {}).get("session_id")
+    if sid:
+        return str(sid)
+    msgs = row.get("messages") or (row.get("input") or {}).get("messages") or []
+    return _digest(msgs[:2])
+
+
+def split_rows(rows: list[dict[str, Any]], validation: float) -> dict[str, list[dict[str, Any]]]:
+    """``{"train": …, "validation": …}`` by session (a stable hash, so re-exports keep sessions where they were).
+
+    With at least two sessions and ``validation`` > 0 the validation split holds at least one; verl
+    rows get their ``extra_info.split`` set to match.
+    """
+    if not 0.0 <= validation < 1.0:
+        raise ValueError(f"the validation fraction must be in [0, 1), got {validation}")
+    groups = sorted({_group(r) for r in rows}, key=lambda g: hashlib.sha256(g.encode()).hexdigest())
+    n_val = 0 if validation == 0 or len(groups) < 2 else max(1, round(validation * len(groups)))
+    held = set(groups[:n_val])
+    out: dict[str, list[dict[str, Any]]] = {"train": [], "validation": []}
+    for r in rows:
+        split = "validation" if _group(r) in held else "train"
+        if isinstance(r.get("extra_info"), dict) and "split" in r["extra_info"]:
+            r = {**r, "extra_info": {**r["extra_info"], "split": split}}
+        out[split].append(r)
+    return out
+
 
 def _table(counter: Counter[str], head: str) -> str:
     if not counter:
@@ -550,37 +629,63 @@ def _table(counter: Counter[str], head: str) -> str:
     return f"| {head} | count |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in counter.most_common())
 
 
-def dataset_card(res: ExportResult, title: str = "nkiagent sessions") -> str:
-    """A Hugging Face dataset card (README.md) whose YAML header makes ``load_dataset(DIR)`` find the parquet files."""
+def _lengths_section(lengths: dict[str, Any] | None) -> str:
+    if not lengths or not lengths.get("rows"):
+        return ""
+    how = (f"estimated at {CHARS_PER_TOKEN} characters per token (pass `--tokenizer` for exact counts)" if lengths["estimated"]
+           else "counted with the tokenizer given to the export")
+    return (f"## Lengths\n\nTokens per row, {how}: min {lengths['min']}, median {lengths['median']}, p95 {lengths['p95']}, "
+            f"max {lengths['max']}.\n\n**Recommended `max_length`: {lengths['recommended_max_length']}** (every row whole; "
+            f"{lengths['over_1024']} of {lengths['rows']} rows are longer than 1024 tokens, TRL's default, and would be truncated — "
+            "an SFT row cut before its completion trains on nothing). `--compact-system` drops the NKI cheat-sheet from the "
+            "system prompt (~17k characters).\n\n")
+
+
+def dataset_card(res: ExportResult, title: str = "nkiagent sessions", lengths: dict[str, Any] | None = None,
+                 splits: dict[str, int] | None = None) -> str:
+    """A Hugging Face dataset card (README.md) whose YAML header makes ``load_dataset(DIR)`` find the parquet files of each split."""
     from .. import __version__
 
     o = res.options
+    splits = splits or {"train": len(res.rows)}
+    names = [k for k in ("train", "validation") if splits.get(k)]
+    configs = "".join(f"  - split: {k}\n    path: data/{k}-*.parquet\n" for k in names)
     counts = "\n".join(f"- {k.replace('_', ' ')}: {v}" for k, v in sorted(res.stats.items()))
+    split_line = ", ".join(f"{k} {splits.get(k, 0)} rows" for k in ("train", "validation"))
     return (
-        "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n    path: data/train-*.parquet\n"
+        f"---\nconfigs:\n- config_name: default\n  data_files:\n{configs}"
         "tags:\n- nki\n- aws-trainium\n- kernels\n- nkiagent\n---\n\n"
         f"# {title}: {res.kind} ({res.format})\n\n"
         f"Exported by nkiagent {__version__} from agent sessions; every latency is an `emulator-estimate` of nkiagent's cost model "
         "unless a row says otherwise, and only kernels the verifier passed earn a positive reward or SFT weight.\n\n"
-        f"## Counts\n\n{counts}\n\n"
+        f"## Counts\n\n{counts}\n\n## Splits\n\n{split_line} (by session: no session is in both).\n\n"
+        f"{_lengths_section(lengths)}"
         f"## Reward\n\n`{res.spec.id}`: {res.spec.description}. Returns use γ = {o.gamma}; a cheating turn's return is capped at its "
-        "own reward.\n\n"
+        "own reward; a turn that leaves the kernel unchanged earns 0 and a broken tool call scores as a compile failure.\n\n"
         f"## Filters\n\nverdict: {o.verdict}; min speedup: {o.min_speedup}; timing source: {o.timing_source or 'any'}; "
         f"last turn only: {o.last_turn_only}; "
-        f"excluded tasks: {', '.join(o.exclude_tasks) or 'none'}; dedup: {o.dedup}; scrubbed: {o.scrub}\n\n"
+        f"excluded tasks: {', '.join(o.exclude_tasks) or 'none'}; dedup: {o.dedup}; scrubbed: {o.scrub}; compact system prompt: {o.compact_system}\n\n"
         f"## Tasks\n\n{_table(res.tasks, 'task')}\n## Models\n\n{_table(res.models, 'model')}\n"
         f"## Strategies\n\n{_table(res.strategies, 'strategy')}\n## Candidate verdicts\n\n{_table(res.verdicts, 'verdict')}\n"
         + (f"## Turn outcomes\n\n{_table(res.outcomes, 'outcome')}\n" if res.outcomes else "")
-        + "## Loading\n\n```python\nfrom datasets import load_dataset\nds = load_dataset(\"path/to/this/folder\", split=\"train\")\n```\n"
+        + "## Loading\n\n```python\nfrom datasets import load_dataset\nds = load_dataset(\"path/to/this/folder\")  # DatasetDict: "
+        + ", ".join(names) + "\n```\n"
     )
 
 
-def write_hf(rows: list[dict[str, Any]], directory: str | Path, card: str) -> Path:
-    """A Hugging Face ``datasets`` folder: ``data/train-00000-of-00001.parquet`` plus the dataset card."""
+def write_hf(res: ExportResult, directory: str | Path, validation: float = 0.1, count_tokens: Callable[[str], int] | None = None,
+             title: str = "nkiagent sessions") -> Path:
+    """A Hugging Face ``datasets`` folder: ``data/{train,validation}-00000-of-00001.parquet`` (split by session, explicit
+    schema) plus a dataset card with the token lengths and a recommended ``max_length``."""
     d = Path(directory)
     (d / "data").mkdir(parents=True, exist_ok=True)
-    for old in (d / "data").glob("train-*.parquet"):
+    for old in (d / "data").glob("*-*.parquet"):
         old.unlink()
-    write_rows(rows, d / "data" / "train-00000-of-00001.parquet")
+    splits = split_rows(res.rows, validation)
+    schema = arrow_schema([r for rows in splits.values() for r in rows])
+    for name, rows in splits.items():
+        if rows:
+            write_rows(rows, d / "data" / f"{name}-00000-of-00001.parquet", schema)
+    card = dataset_card(res, title, length_stats(res.rows, count_tokens), {k: len(v) for k, v in splits.items()})
     (d / "README.md").write_text(card, encoding="utf-8")
     return d

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from nkiagent.cli import main
-from nkiagent.traces.export import ExportOptions, export_sessions, write_rows
+from nkiagent.traces.export import ExportOptions, export_sessions, length_stats, write_rows
 from nkiagent.traces.rewards import get_spec
 from nkiagent.traces.schemas import openai_chat_errors, openai_preference_errors
 from nkiagent.traces.trajectory import load_session
@@ -174,12 +174,29 @@ def test_hf_folder_loads_and_its_card_describes_it(recorded: Recorded, tmp_path:
     code = main(["export", "rl", "--sessions", str(recorded.root), "--format", "steps", "--out", str(tmp_path / "steps.jsonl"),
                  "--hf", str(out), "--reward", "log-speedup", "--json"])
     assert code == 0
-    ds = load_dataset(str(out), split="train", cache_dir=str(tmp_path / "hf-cache"))  # a fresh cache: never a stale copy
+    dd = load_dataset(str(out), cache_dir=str(tmp_path / "hf-cache"))  # a fresh cache: never a stale copy
     lines = (tmp_path / "steps.jsonl").read_text().splitlines()
-    assert len(ds) == len(lines) > 0 and "reward" in ds.column_names
+    assert set(dd) == {"train", "validation"} and len(dd["train"]) + len(dd["validation"]) == len(lines) > 0
+    assert len({r["session_id"] for r in dd["validation"]}) == 1  # split by session: one of the two sessions is held out
+    assert not {r["session_id"] for r in dd["train"]} & {r["session_id"] for r in dd["validation"]}
+    ds = dd["train"]
+    assert "reward" in ds.column_names and ds.features["speedup"].dtype == "float64" and ds.features["kernel"].dtype == "string"
     card = (out / "README.md").read_text()
+    assert "**Recommended `max_length`: " in card and "estimated at 3.2 characters per token" in card
     assert "log-speedup@1" in card and "| builtin/tuner | 1 |" in card and "| openai/test-model | 1 |" in card
     assert "| rejected | 1 |" in card and "| vector_add | 2 |" in card and "| refine | 2 |" in card
+
+
+def test_parquet_schema_keeps_columns_the_first_row_lacks(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    rows = [{"turn": 1, "speedup": None, "prompt": [{"role": "user", "content": "a"}]},
+            {"turn": 2, "speedup": 1.5, "extra": "only here", "prompt": [{"role": "user", "content": "b", "name": "x"}]}]
+    table = pq.read_table(write_rows(rows, tmp_path / "x.parquet"))
+    assert table.schema.field("speedup").type == "double" and table.schema.field("turn").type == "int64"
+    assert table.to_pylist()[1]["extra"] == "only here" and table.to_pylist()[1]["prompt"][0]["name"] == "x"
+    lengths = length_stats(rows)
+    assert lengths["estimated"] and lengths["max"] >= lengths["median"] >= lengths["min"] > 0 and lengths["recommended_max_length"] == 1024
 
 
 def test_filters_dedup_and_held_out_tasks(recorded: Recorded, tmp_path: Path) -> None:
