@@ -18,13 +18,11 @@ import pytest
 trl = pytest.importorskip("trl")
 transformers = pytest.importorskip("transformers")
 
-from datasets import Dataset  # noqa: E402
+from datasets import Dataset
 
-from nkiagent.traces.env import reward_fn  # noqa: E402
-from nkiagent.traces.export import ExportOptions, export_sessions  # noqa: E402
-from nkiagent.traces.trl_env import TRLKernelEnv  # noqa: E402
-
-from .conftest import Recorded  # noqa: E402
+from nkiagent.traces.env import reward_fn
+from nkiagent.traces.export import ExportOptions, export_sessions
+from nkiagent.traces.trl_env import TRLKernelEnv
 
 SPECIAL = ["<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
 
@@ -51,40 +49,68 @@ def _tiny(texts: list[Any]) -> tuple[Any, Any]:
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", eos_token="<|im_end|>")
     fast.add_special_tokens({"additional_special_tokens": SPECIAL})
     fast.chat_template = qwen3_chat_template
-    cfg = Qwen3Config(vocab_size=len(fast), hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-                      num_key_value_heads=1, head_dim=8, max_position_embeddings=4096, pad_token_id=fast.pad_token_id,
-                      eos_token_id=fast.eos_token_id, tie_word_embeddings=True)
+    cfg = Qwen3Config(
+        vocab_size=len(fast),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=8,
+        max_position_embeddings=4096,
+        pad_token_id=fast.pad_token_id,
+        eos_token_id=fast.eos_token_id,
+        tie_word_embeddings=True,
+    )
     transformers.set_seed(0)
     return fast, Qwen3ForCausalLM(cfg)
 
 
 def _args(cls: Any, out: Path, **kw: Any) -> Any:
-    return cls(output_dir=str(out), max_steps=2, per_device_train_batch_size=2, learning_rate=1e-3, report_to=[], save_strategy="no",
-               logging_steps=1, use_cpu=True, dataloader_num_workers=0, **kw)
+    return cls(
+        output_dir=str(out),
+        max_steps=2,
+        per_device_train_batch_size=2,
+        learning_rate=1e-3,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=1,
+        use_cpu=True,
+        dataloader_num_workers=0,
+        **kw,
+    )
 
 
 def _losses(trainer: Any) -> list[float]:
     return [h["loss"] for h in trainer.state.log_history if "loss" in h]
 
 
-def test_sft_trainer_runs_two_steps_on_the_trl_export(recorded: Recorded, tmp_path: Path) -> None:
-    rows = export_sessions(recorded.root, "sft", "trl", ExportOptions(compact_system=True)).rows
+def test_sft_trainer_runs_two_steps_on_the_trl_export(scripted: Path, tmp_path: Path) -> None:
+    rows = export_sessions(scripted, "sft", "trl", ExportOptions(compact_system=True)).rows
+    assert len(rows) == 2 and all("nki_docs" in r["prompt"][0]["content"] and len(r["prompt"][0]["content"]) < 3000 for r in rows)
     ds = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"], "tools": r["tools"]} for r in rows] * 2)
     tokenizer, model = _tiny([r["prompt"] + r["completion"] for r in rows])
-    trainer = trl.SFTTrainer(model=model, args=_args(trl.SFTConfig, tmp_path, max_length=None), train_dataset=ds, processing_class=tokenizer)
+    trainer = trl.SFTTrainer(
+        model=model, args=_args(trl.SFTConfig, tmp_path, max_length=None), train_dataset=ds, processing_class=tokenizer
+    )
     trainer.train()
     assert trainer.state.global_step == 2 and len(_losses(trainer)) == 2 and all(x > 0 for x in _losses(trainer))
 
 
-def test_dpo_trainer_runs_two_steps_on_the_dpo_export(recorded: Recorded, tmp_path: Path) -> None:
-    rows = export_sessions(recorded.root, "dpo", "trl", ExportOptions(compact_system=True)).rows
+def test_dpo_trainer_runs_two_steps_on_the_dpo_export(scripted: Path, tmp_path: Path) -> None:
+    rows = export_sessions(scripted, "dpo", "trl", ExportOptions(compact_system=True)).rows
     assert rows
     ds = Dataset.from_list([{"prompt": r["prompt"], "chosen": r["chosen"], "rejected": r["rejected"]} for r in rows] * 4)
     tokenizer, model = _tiny([r["prompt"] + r["chosen"] + r["rejected"] for r in rows])
     import copy
 
-    trainer = trl.DPOTrainer(model=model, ref_model=copy.deepcopy(model), args=_args(trl.DPOConfig, tmp_path, max_length=None), train_dataset=ds,
-                             processing_class=tokenizer)
+    trainer = trl.DPOTrainer(
+        model=model,
+        ref_model=copy.deepcopy(model),
+        args=_args(trl.DPOConfig, tmp_path, max_length=None),
+        train_dataset=ds,
+        processing_class=tokenizer,
+    )
     trainer.train()
     assert trainer.state.global_step == 2 and len(_losses(trainer)) == 2
 
@@ -101,10 +127,19 @@ def test_grpo_trainer_runs_two_steps_with_the_reward_function_and_the_environmen
     cols = ("prompt", "task", "target", "kernel", "kernel_path")
     ds = Dataset.from_list([{k: r[k] for k in cols} for r in rows] * 2)
     tokenizer, model = _tiny([r["prompt"] for r in rows])
-    args = _args(trl.GRPOConfig, tmp_path, num_generations=2, max_completion_length=8, generation_batch_size=2, max_prompt_length=None) \
-        if "max_prompt_length" in trl.GRPOConfig.__dataclass_fields__ else _args(trl.GRPOConfig, tmp_path, num_generations=2, max_completion_length=8)
-    trainer = trl.GRPOTrainer(model=model, reward_funcs=[nkiagent_reward], args=args, train_dataset=ds, processing_class=tokenizer,
-                              environment_factory=TRLKernelEnv)
+    args = (
+        _args(trl.GRPOConfig, tmp_path, num_generations=2, max_completion_length=8, generation_batch_size=2, max_prompt_length=None)
+        if "max_prompt_length" in trl.GRPOConfig.__dataclass_fields__
+        else _args(trl.GRPOConfig, tmp_path, num_generations=2, max_completion_length=8)
+    )
+    trainer = trl.GRPOTrainer(
+        model=model,
+        reward_funcs=[nkiagent_reward],
+        args=args,
+        train_dataset=ds,
+        processing_class=tokenizer,
+        environment_factory=TRLKernelEnv,
+    )
     trainer.train()
     assert trainer.state.global_step == 2
     # a random model writes no kernel: every completion is scored, as a compile failure, by the verifier-backed reward
