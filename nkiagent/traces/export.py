@@ -153,9 +153,17 @@ def _trl_messages(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _hermes_text(m: dict[str, Any]) -> str:
-    """An assistant message as plain text with Hermes-style ``<tool_call>`` blocks (verl's default tool format)."""
+    """An assistant message as plain text with Hermes-style ``<tool_call>`` blocks (verl's default tool format).
+
+    Calls a text-mode model wrote as blocks (ids ``text_…``) are in the content already: writing them
+    again would apply each edit twice when the text is scored.
+    """
+    from ..agent.models.textmode import TEXT_CALL_ID
+
     parts = [m.get("content") or ""]
     for tc in m.get("tool_calls") or []:
+        if str(tc.get("id") or "").startswith(TEXT_CALL_ID):
+            continue
         fn = tc.get("function") or {}
         parts.append("<tool_call>\n" + json.dumps({"name": fn.get("name", ""), "arguments": _args_dict(fn.get("arguments"))}) + "\n</tool_call>")
     return "\n".join(p for p in parts if p)

@@ -108,3 +108,16 @@ def test_credit_rules_hold_in_every_spec(name: str) -> None:
     assert hidden_cheat.outcome == "rejected" and hidden_cheat.reward < compile_fail  # a broken call never hides a cheat
     assert score_answer(Applied(EDITED, True, True), spec, CHEAT).reward < compile_fail
     assert score_answer(Applied(KERNEL, False, False), spec, None).reward == compile_fail  # no answer at all
+
+
+def test_a_text_mode_answer_reads_the_same_from_its_message_and_its_verl_text() -> None:
+    """A text-mode model's calls are in its content and in ``tool_calls`` (ids ``text_…``): each edit applies once."""
+    from nkiagent.agent.models.textmode import parse
+    from nkiagent.traces.export import _hermes_text
+
+    content = f"Widen.\n```edit {K}\n<<<<<<< OLD\nTILE = 128\n=======\nTILE = 512\n>>>>>>> NEW\n```"
+    calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}} for c in parse(content)]
+    message = {"role": "assistant", "content": content, "tool_calls": calls}
+    for answer in (message, _hermes_text(message)):
+        a = apply_answer(answer, KERNEL, K)
+        assert (a.code, a.errors) == (EDITED, [])
