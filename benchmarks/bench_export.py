@@ -12,6 +12,7 @@ verifier rejects and one in ten an edit the reviewer refuses), then times the ex
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import tempfile
@@ -63,12 +64,14 @@ def synthesize(root: Path, sessions: int, turns: int) -> None:
         (d / "kernels").mkdir(parents=True)
         (d / "meta.json").write_text(json.dumps({"id": sid, "task": "vector_add", "model": "openai/bench", "strategy": "refine",
                                                  "workspace": f"/home/someone/ws{s}"}))
-        events: list[dict[str, Any]] = [{"type": "session_start", "task": "vector_add", "model": "openai/bench", "target": "trn2"}]
+        events: list[dict[str, Any]] = [{"type": "session_start", "task": "vector_add", "model": "openai/bench", "target": "trn2",
+                                               "kernel_path": "kernels/vector_add.py"}]
         messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM},
                                           {"role": "user", "content": f"Task: vector_add in /home/someone/ws{s}/kernels/vector_add.py"}]
         for t in range(1, turns + 1):
             code = KERNEL.format(tile=128 * (1 + (s + t) % 8), sid=s, turn=t)
-            sha = f"{s:08x}{t:04x}".ljust(64, "0")
+            sha = hashlib.sha256(code.encode()).hexdigest()  # exports find a proposal's evaluation by its code's hash
+            (d / "kernels" / f"{sha}.py").write_text(code)
             cid = f"call_{t}"
             events.append({"type": "model_request", "turn": t, "model": "openai/bench", "messages": list(messages),
                            "tools": ["read_file", "write_file", "edit_file", "evaluate", "submit"]})
@@ -110,7 +113,8 @@ def main() -> None:
         print(f"{'export':<22}{'rows':>8}{'seconds':>10}{'cpu s':>8}{'rows/s':>10}{'MB out':>9}  target (wall time)")
         for kind, fmt, suffix in (("sft", "openai", "jsonl"), ("sft", "trl", "jsonl"), ("rl", "steps", "jsonl"), ("dpo", "openai", "jsonl")):
             t0, c0 = time.perf_counter(), time.process_time()
-            res = export_sessions(work / "sessions", kind, fmt, ExportOptions())
+            # the refused proposals were never evaluated: verifying 1 000 of them would time the verifier, not the export
+            res = export_sessions(work / "sessions", kind, fmt, ExportOptions(verify_missing=False))
             out = write_rows(res.rows, work / f"{kind}-{fmt}.{suffix}")
             dt, cpu = time.perf_counter() - t0, time.process_time() - c0
             target = "≤ 20 s " + ("ok" if dt <= 20 else "MISSED") if (kind, fmt) == ("sft", "openai") else ""

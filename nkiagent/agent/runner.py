@@ -146,12 +146,16 @@ def start_session(cfg: SessionConfig, on_event: Callable[[str, dict[str, Any]], 
                             "versions": {"nkiagent": __version__, "python": sys.version.split()[0]}}, session_id)
     if start_text is not None:  # the session owns the starting kernel it writes, so it may keep editing it
         ws.write(kernel, start_text, session.id, f"nkiagent: starting kernel for {task.name}")
-    session.update_meta(start_kernel_sha=session.save_kernel(ws.read(kernel)))
+    # the kernel in force at the first prompt: the speedup reference of a task without a baseline, and
+    # where exports replay edits from (so an edit-style answer can be re-scored)
+    start_sha = session.save_kernel(ws.read(kernel))
+    session.update_meta(start_kernel_sha=start_sha)
     rt = _runtime(cfg, session, on_event, on_token, model)
     session.update_meta(tools=rt.tools.schemas())  # exports read the tools the session offered from the session itself
     if ws.warning:
         rt.emit("note", text=ws.warning)
-    rt.emit("session_start", task=task.name, model=cfg.model, target=cfg.target, approve=cfg.approve, kernel_path=kernel)
+    rt.emit("session_start", task=task.name, model=cfg.model, target=cfg.target, approve=cfg.approve, kernel_path=kernel,
+            kernel_sha256=start_sha)
     first = _first_input(cfg, task, kernel)
     if not cfg.model.startswith(("scripted:", "builtin/")):
         rt.prefetch(first["messages"])  # a remote model answers while LangGraph imports; offline models stay in order

@@ -33,6 +33,13 @@ def add_export_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
     ex.add_argument("--timing-source", help="only sessions whose every latency came from this source, e.g. neuron-profile (hardware) or emulator-estimate")
     ex.add_argument("--no-dedup", action="store_true", help="keep rows with the same prompt and code hash")
     ex.add_argument("--no-scrub", action="store_true", help="keep absolute paths, user names and key-like strings (for private use only)")
+    ex.add_argument("--validation", type=float, default=0.1, help="--hf: fraction of sessions held out as the validation split (default 0.1)")
+    ex.add_argument("--tokenizer", help="--hf: a local tokenizer folder (transformers) to count the card's token lengths exactly "
+                    "(default: an estimate at 3.2 characters per token)")
+    ex.add_argument("--compact-system", action="store_true", help="replace the NKI cheat-sheet in system prompts (~17k characters) with a "
+                    "pointer to the nki_docs tool: rows fit a trainer's max_length")
+    ex.add_argument("--no-verify-missing", action="store_true", help="RL: leave out turns whose kernel the session never evaluated "
+                    "(edits the person turned down) instead of verifying them")
     ex.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     sr = sub.add_parser("serve-reward", help="score completions over HTTP with the verifier (for trainers on other machines)")
@@ -44,6 +51,8 @@ def add_export_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
     sr.add_argument("--no-hidden", action="store_true", help="skip the hidden shapes (faster, weaker)")
     sr.add_argument("--executor", choices=["local", "ray"], default="local", help="where kernels are verified: this machine's pool, or Ray")
     sr.add_argument("--ray-address", help="a Ray cluster to connect to (default with --executor ray: start a local Ray)")
+    sr.add_argument("--task-dir", help="serve the task files in this folder too (clients name them without .py); "
+                    "without it only builtin tasks are served: a client-supplied task path is never imported")
 
     co = sub.add_parser("corpus", help="build an SFT corpus from a folder of tasks and kernels")
     co_sub = co.add_subparsers(dest="corpus_command", metavar="ACTION")
@@ -67,13 +76,13 @@ def _csv(text: str) -> tuple[str, ...]:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from ..traces.export import ExportOptions, dataset_card, export_sessions, write_hf, write_rows
+    from ..traces.export import ExportOptions, export_sessions, write_hf, write_rows
     from ..traces.schemas import openai_chat_errors, openai_preference_errors
 
     fmt = args.format or _DEFAULT_FORMAT[args.kind]
     opts = ExportOptions(spec=args.reward, gamma=args.gamma, verdict=args.verdict, min_speedup=args.min_speedup,
                          last_turn_only=args.last_turn_only, exclude_tasks=_csv(args.exclude_tasks), timing_source=args.timing_source, dedup=not args.no_dedup,
-                         scrub=not args.no_scrub)
+                         scrub=not args.no_scrub, verify_missing=not args.no_verify_missing, compact_system=args.compact_system)
     try:
         res = export_sessions(args.sessions, args.kind, fmt, opts)
     except (ValueError, KeyError, FileNotFoundError) as exc:
@@ -89,7 +98,11 @@ def run_export(args: argparse.Namespace) -> int:
     write_rows(res.rows, out)
     summary = {"kind": args.kind, "format": fmt, "out": str(out), "rows": len(res.rows), "reward_spec": res.spec.id, **dict(res.stats)}
     if args.hf:
-        summary["hf"] = str(write_hf(res.rows, args.hf, dataset_card(res)))
+        try:
+            summary["hf"] = str(write_hf(res, args.hf, args.validation, _token_counter(args.tokenizer)))
+        except (ValueError, OSError) as exc:
+            print(f"nkiagent export: --hf {args.hf}: {exc}", file=sys.stderr)
+            return 2
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -97,6 +110,16 @@ def run_export(args: argparse.Namespace) -> int:
         print(f"{len(res.rows)} {args.kind} rows ({fmt}, reward {res.spec.id}) → {out}" + (f"; dataset folder {summary['hf']}" if args.hf else ""))
         print(extra)
     return 0
+
+
+def _token_counter(tokenizer: str | None) -> Any:
+    """``len(tokens)`` of a text with a local tokenizer (transformers, no download), or ``None`` to estimate."""
+    if not tokenizer:
+        return None
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tokenizer, local_files_only=True)
+    return lambda text: len(tok(text)["input_ids"])
 
 
 def run_serve_reward(args: argparse.Namespace) -> int:
@@ -110,7 +133,11 @@ def run_serve_reward(args: argparse.Namespace) -> int:
         return 2
     if args.executor == "ray":
         scorer.evaluate_many = search_evaluator("ray", scorer.seeds, scorer.hidden, args.workers, args.ray_address)
-    server = RewardServer(scorer, args.host, args.port)
+    try:
+        server = RewardServer(scorer, args.host, args.port, task_dir=args.task_dir)
+    except (FileNotFoundError, OSError) as exc:
+        print(f"nkiagent serve-reward: {exc}", file=sys.stderr)
+        return 2
     _stop_on_signals()
     print(f"scoring with {scorer.reward_spec.id} at {server.url}/score (GET {server.url}/health); Ctrl-C stops", flush=True)
     try:
@@ -119,6 +146,8 @@ def run_serve_reward(args: argparse.Namespace) -> int:
         pass
     finally:
         server.httpd.server_close()
+        scorer.close()
+    print("stopped", flush=True)
     return 0
 
 

@@ -7,23 +7,30 @@ review decision, applied edits, evaluations, candidates). The whole trajectory i
 request's messages with every assistant message replaced by the original answer of its turn
 (the context sent to the model may have condensed older proposals), plus the last answer.
 
-A turn is *trainable* (SFT weight 1) unless its edit was turned down — by the person
-(reject, partial or rewritten by the reviewer) or by the verifier (an applied edit whose
-evaluation did not pass) — or anything it evaluated was ``rejected`` as a cheat.
+A turn is *trainable* (SFT weight 1) when its answer changed the kernel in force at its
+prompt without a tool error, unless its edit was turned down — by the person (reject,
+partial or rewritten by the reviewer) or by the verifier (an applied edit whose evaluation
+did not pass) — or anything it evaluated was ``rejected`` as a cheat. Turns are rewarded
+the way a trainer's reward function rewards the same answer (:mod:`.answers`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .answers import Applied, apply_answer, needs_evaluation, score_answer
 from .rewards import OUTCOMES, Reward, RewardSpec, discounted_returns, outcome_of
 
-__all__ = ["Candidate", "SessionRecord", "Turn", "iter_session_dirs", "load_session", "tool_schemas"]
+__all__ = ["Candidate", "SessionRecord", "Turn", "Verify", "iter_session_dirs", "load_session", "tool_schemas"]
+
+#: Verifies kernels of a session's task and target: codes → evaluation dicts, in order.
+Verify = Callable[[Sequence[str]], list[dict[str, Any]]]
 
 #: Review actions whose turn is not trained on: the person did not take the proposal as it was.
 USER_REFUSALS = frozenset({"reject", "partial", "edit"})
@@ -38,6 +45,7 @@ class Turn:
     applied: list[str] = field(default_factory=list)  #: code sha256 of each edit applied in this turn
     candidates: list[str] = field(default_factory=list)  #: code sha256 of each candidate of this turn
     request: bytes = field(default=b"", repr=False)  #: the raw ``model_request`` line, decoded only when asked for
+    kernel_sha256: str | None = None  #: the kernel in force in the workspace when the model was asked (``None``: not recorded)
     _prompt: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     @property
@@ -66,12 +74,6 @@ class Turn:
             return False
         applied_failed = bool(self.applied) and any(ev.get("verdict") != "pass" for ev in self.evaluations)
         return not applied_failed
-
-    def reward(self, spec: RewardSpec) -> Reward:
-        """The turn's reward: its last evaluation scored by ``spec``; 0 (outcome ``none``) when it evaluated nothing."""
-        if self.evaluation is None:
-            return Reward("none", {}, 0.0, spec.id)
-        return spec.score(self.evaluation)
 
 
 @dataclass
@@ -109,6 +111,7 @@ class SessionRecord:
     trajectory: list[dict[str, Any]]  #: the whole conversation (assistant messages as originally answered)
     trajectory_turns: list[int | None]  #: per trajectory message: the turn of an assistant message, else None
     tool_names: list[str]
+    _applied: dict[int, Applied] = field(default_factory=dict, repr=False)
 
     @property
     def task(self) -> str:
@@ -138,13 +141,67 @@ class SessionRecord:
         p = self.dir / "kernels" / f"{sha}.py"
         return p.read_text() if sha and p.is_file() else None
 
-    def rewards(self, spec: RewardSpec, gamma: float) -> list[tuple[Turn, Reward, float]]:
-        """(turn, reward, return) for every answered turn. A cheating turn's return is capped at its own
-        (negative) reward: later successes must not make a cheat look worth it."""
+    @property
+    def kernel_path(self) -> str:
+        return str(self.start.get("kernel_path") or self.meta.get("kernel_path") or "")
+
+    def kernel_at(self, turn: Turn) -> str | None:
+        """The kernel in force when ``turn``'s model was asked: the starting kernel the session logged, or the
+        last edit applied before; a session older than that log starts from the task's starting kernel."""
+        if turn.kernel_sha256:
+            return self.kernel(turn.kernel_sha256)
+        try:
+            from .env import starting_kernel
+
+            return starting_kernel(self.task)[0]
+        except (KeyError, FileNotFoundError, ValueError):
+            return None
+
+    def kernel_by_id(self, candidate_id: str) -> str | None:
+        c = next((x for x in self.candidates if x.candidate_id == candidate_id), None)
+        return self.kernel(c.code_sha256) if c is not None else None
+
+    def applied(self, turn: Turn) -> Applied:
+        """``turn``'s answer applied to the kernel in force at its prompt (cached)."""
+        if turn.turn not in self._applied:
+            self._applied[turn.turn] = apply_answer(turn.completion, self.kernel_at(turn), self.kernel_path or None)
+        return self._applied[turn.turn]
+
+    def trainable(self, turn: Turn) -> bool:
+        """SFT weight 1: the turn's own rule (:attr:`Turn.trainable`), and its answer changed the kernel without a tool error."""
+        a = self.applied(turn)
+        return turn.trainable and a.changed and not a.errors
+
+    def evaluation_of(self, code: str) -> dict[str, Any] | None:
+        """The session's evaluation of exactly this code, if it evaluated it."""
+        sha = hashlib.sha256(code.encode()).hexdigest()
+        for ev in [*(e for t in self.turns for e in t.evaluations), *(c.evaluation for c in self.candidates)]:
+            if ev.get("code_sha256") == sha and ev.get("verdict"):
+                return ev
+        return None
+
+    def score(self, answers: Sequence[tuple[Any, str | None, str | None]], spec: RewardSpec, verify: Verify | None = None
+              ) -> list[tuple[Reward, dict[str, Any] | None] | None]:
+        """(reward, evaluation) of each ``(answer, kernel in force, kernel path)``, as a trainer's reward function
+        scores it (:func:`~.answers.score_answer`), from the session's own evaluations. A kernel the session never
+        evaluated (a proposal the person turned down) is verified with ``verify``; without it the answer gets ``None``."""
+        applied = [apply_answer(ans, kernel, path) for ans, kernel, path in answers]
+        evals = [self.evaluation_of(a.code or "") if needs_evaluation(a) else None for a in applied]
+        missing = [i for i, (a, ev) in enumerate(zip(applied, evals)) if needs_evaluation(a) and ev is None]
+        if missing and verify is not None:
+            for i, ev in zip(missing, verify([applied[i].code or "" for i in missing])):
+                evals[i] = ev
+        return [None if needs_evaluation(a) and ev is None else (score_answer(a, spec, ev), ev) for a, ev in zip(applied, evals)]
+
+    def rewards(self, spec: RewardSpec, gamma: float, verify: Verify | None = None) -> list[tuple[Turn, Reward, float, dict[str, Any] | None]]:
+        """(turn, reward, return, evaluation) for every answered turn that could be scored (see :meth:`score`).
+
+        A cheating turn's return is capped at its own (negative) reward: later successes must not make a cheat look worth it."""
         answered = [t for t in self.turns if t.completion is not None]
-        scored = [t.reward(spec) for t in answered]
-        returns = discounted_returns([r.reward for r in scored], gamma)
-        return [(t, r, min(g, r.reward) if r.outcome == "rejected" else g) for t, r, g in zip(answered, scored, returns)]
+        scored = self.score([(t.completion, self.kernel_at(t), self.kernel_path or None) for t in answered], spec, verify)
+        kept = [(t, s) for t, s in zip(answered, scored) if s is not None]
+        returns = discounted_returns([s[0].reward for _, s in kept], gamma)
+        return [(t, r, min(g, r.reward) if r.outcome == "rejected" else g, ev) for (t, (r, ev)), g in zip(kept, returns)]
 
     def parent_prompt(self, c: Candidate) -> list[dict[str, Any]]:
         """The context a search child was written in, rebuilt from the session: the task and the parent kernel(s).
@@ -207,6 +264,7 @@ def load_session(directory: str | Path) -> SessionRecord:
     last_request = b""
     last_eval: dict[str, Any] | None = None
     current = 0
+    in_force: str | None = None  #: sha256 of the kernel in the workspace now
     path = d / "events.jsonl"
     lines = path.read_bytes().split(b"\n") if path.is_file() else []
     for k, line in enumerate(lines):
@@ -216,7 +274,7 @@ def load_session(directory: str | Path) -> SessionRecord:
         if _REQUEST.match(line) and not torn_tail:
             m = _TURN.search(line)
             current = int(m.group(1)) if m else current + 1
-            turns[current] = Turn(current, request=line)
+            turns[current] = Turn(current, request=line, kernel_sha256=in_force)
             last_request = line
             continue
         try:
@@ -229,7 +287,7 @@ def load_session(directory: str | Path) -> SessionRecord:
         n = e.get("turn", current)
         if kind == "model_request":
             current = n
-            turns[n] = Turn(n, request=line)
+            turns[n] = Turn(n, request=line, kernel_sha256=in_force)
             last_request = line
         elif kind == "model_response":
             turns.setdefault(n, Turn(n)).completion = e.get("message")
@@ -247,8 +305,11 @@ def load_session(directory: str | Path) -> SessionRecord:
             turns.setdefault(n, Turn(n)).reviews.append(str((e.get("decision") or {}).get("action", "")))
         elif kind == "edit_applied":
             turns.setdefault(n, Turn(n)).applied.append(str(e.get("code_sha256") or ""))
+            if e.get("path") == start.get("kernel_path"):
+                in_force = str(e.get("code_sha256") or "") or None
         elif kind == "session_start":
             start = e
+            in_force = str(e["kernel_sha256"]) if e.get("kernel_sha256") else in_force
     ordered = [turns[k] for k in sorted(turns)]
     request = json.loads(last_request) if last_request else None
     trajectory, owners = _trajectory(ordered, request)

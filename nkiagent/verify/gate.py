@@ -14,6 +14,10 @@ Rules (``Violation.rule``):
 ``syntax-error``
     tree-sitter found an ERROR or MISSING node (reported at the first one), a Python 2
     ``print``/``exec`` statement, or CPython's tokenizer refused the text.
+``too-large``
+    tree-sitter did not finish within :data:`PARSE_DEADLINE_S` (its parse is superlinear in
+    long runs of comments: a few MB of them took minutes, holding the GIL of a reward
+    server). Like a syntax error this is a compile failure, not a cheat.
 ``source-text``
     text on which tree-sitter and CPython could read different programs: NUL bytes, a
     carriage return that is not part of CRLF (CPython ends a line there, tree-sitter does
@@ -138,6 +142,7 @@ import importlib
 import importlib.util
 import io
 import re
+import time
 import tokenize
 import types
 import unicodedata
@@ -145,7 +150,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import tree_sitter_python
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Language, Node, Parser, Tree
 
 from .policy import ALLOWED_MODULES, PREFIXES, is_dunder, module_verdict
 
@@ -153,6 +158,8 @@ __all__ = ["ALLOWED_MODULES", "GATE_VERSION", "Violation", "check_source"]
 
 #: Bump when a rule changes what passes, so stored verdicts can say which gate judged them.
 GATE_VERSION = "2"
+#: Longest tree-sitter may parse one source, in seconds (a real kernel takes milliseconds).
+PARSE_DEADLINE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -1869,6 +1876,16 @@ def _cpython_syntax_error(source: str) -> Violation | None:
     return None
 
 
+def _parse(data: bytes, deadline_s: float) -> Tree | None:
+    """tree-sitter's parse, or ``None`` past ``deadline_s``: read in chunks so its progress callback runs,
+    which both enforces the deadline and lets other threads (a server's signal handling) take the GIL."""
+    end = time.monotonic() + deadline_s
+    try:
+        return Parser(_LANGUAGE).parse(lambda offset, _point: data[offset : offset + 65536], progress_callback=lambda *_: time.monotonic() > end)
+    except ValueError:  # "Parsing failed": the callback cancelled it
+        return None
+
+
 def check_source(source: str, filename: str = "<kernel>") -> list[Violation]:
     """Every rule violation in ``source``, ordered by position; an empty list means the kernel passes.
 
@@ -1879,7 +1896,11 @@ def check_source(source: str, filename: str = "<kernel>") -> list[Violation]:
     if text_issues:
         return text_issues
     data = source.encode("utf-8")
-    tree = Parser(_LANGUAGE).parse(data)
+    tree = _parse(data, PARSE_DEADLINE_S)
+    if tree is None:
+        lines = source.count("\n") + 1
+        return [Violation("too-large", f"the static gate gave up parsing {lines} lines after {PARSE_DEADLINE_S:g} s; "
+                                       "send the kernel alone, without long runs of comments", 1, 1)]
     root = tree.root_node
     if root.has_error:
         bad = _first_error(root) or root

@@ -323,7 +323,7 @@ def verify(kernel_path: str | Path, task: Task, target: str = "trn2", options: V
     res.add("static_gate", not violations, "; ".join(f"{v.rule} at {v.where(str(path))}" for v in violations))
     if violations:
         # code that does not parse is a compile failure, not a cheat
-        res.verdict = "fail" if all(v.rule == "syntax-error" for v in violations) else "rejected"
+        res.verdict = "fail" if all(v.rule in ("syntax-error", "too-large") for v in violations) else "rejected"
         res.reasons.extend(f"static gate [{v.rule}] {v.where(str(path))}: {v.message}" for v in violations)
         res.wall_s = time.perf_counter() - t0
         return res

@@ -94,3 +94,40 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
         else:
             os.environ["OPENAI_API_KEY"] = old_key
     yield Recorded(root, tuner, fake, (ws1, ws2))
+
+
+#: A scripted session covering every kind of turn an RL export must credit: (answer, what it is)
+SCRIPT: list[tuple[dict[str, Any], str]] = [
+    ({"content": "Read it first.", "tool_calls": [{"name": "read_file", "arguments": {"path": KERNEL}}]}, "read"),
+    ({"content": "Wider tiles.", "tool_calls": [{"name": "edit_file", "arguments": {"path": KERNEL, "old": "TILE_COLS = 128", "new": "TILE_COLS = 512"}}]},
+     "edit"),
+    ({"content": "Check again.", "tool_calls": [{"name": "evaluate", "arguments": {"path": KERNEL}}]}, "redundant evaluation"),
+    ({"content": "Rewrite.", "tool_calls": [{"name": "write_file", "arguments": {"path": KERNEL, "content": "def kernel(:\n"}}]}, "compile failure"),
+    ({"content": "Whole rows.", "tool_calls": [{"name": "write_file", "arguments": {"path": KERNEL, "content": "HONEST"}}]}, "rewrite"),
+    ({"content": "Faster still.", "tool_calls": [{"name": "write_file", "arguments": {"path": KERNEL, "content": "CHEAT"}}]}, "cheat"),
+    ({"content": "Tweak.", "tool_calls": [{"name": "edit_file", "arguments": {"path": KERNEL, "old": "NOT IN THE FILE", "new": "x"}}]}, "failed edit"),
+    ({"content": "Shell.", "tool_calls": [{"name": "run_shell", "arguments": {"cmd": "ls"}}]}, "unknown tool"),
+    ({"content": "Done.", "tool_calls": [{"name": "submit", "arguments": {"path": KERNEL, "summary": "whole rows"}}]}, "submit"),
+]
+
+
+@pytest.fixture(scope="session")
+def scripted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sessions folder of one scripted agent session (auto approval) that plays :data:`SCRIPT`."""
+    base = tmp_path_factory.mktemp("scripted-sessions")
+    script = base / "script.jsonl"
+    fill = {"HONEST": honest_kernel(), "CHEAT": cheat_kernel()}
+    lines = []
+    for turn, _ in SCRIPT:
+        for call in turn["tool_calls"]:
+            content = call["arguments"].get("content")
+            if content in fill:
+                call = call | {"arguments": {**call["arguments"], "content": fill[content]}}
+            turn = turn | {"tool_calls": [call]}
+        lines.append(json.dumps(turn))
+    script.write_text("\n".join(lines) + "\n")
+    ws = copy_demo_workspace("vector_add", base / "ws")
+    cfg = SessionConfig(task="vector_add", model=f"scripted:{script}", workspace=ws, approve="auto", max_turns=len(SCRIPT), verify_seeds=1,
+                        sessions_dir=base / "sessions")
+    drive(*start_session(cfg))
+    return base / "sessions"

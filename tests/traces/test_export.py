@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 
 from nkiagent.cli import main
-from nkiagent.traces.export import ExportOptions, export_sessions, write_rows
+from nkiagent.traces.env import compute_score, reward_fn
+from nkiagent.traces.export import ExportOptions, export_sessions, length_stats, write_rows
 from nkiagent.traces.rewards import get_spec
 from nkiagent.traces.schemas import openai_chat_errors, openai_preference_errors
 from nkiagent.traces.trajectory import load_session
 
-from .conftest import PASTED_KEY, Recorded
+from .conftest import PASTED_KEY, SCRIPT, Recorded
 
 
 def _rows(root: Path, kind: str, fmt: str, **opts: Any) -> list[dict[str, Any]]:
@@ -30,17 +31,20 @@ def test_sessions_read_back_as_turns_with_the_right_labels(recorded: Recorded) -
     fake = load_session(recorded.fake)
     assert [t.turn for t in fake.turns] == [1, 2, 3, 4]
     assert [c.evaluation["verdict"] for c in fake.candidates] == ["rejected", "pass"]
-    assert [(t.cheated, t.user_refused, t.trainable) for t in fake.turns] == [(True, False, False), (False, True, False),
-                                                                             (False, False, True), (False, False, True)]
-    rewards = fake.rewards(get_spec("gated-speedup"), 0.4)
+    # the submit turn leaves the kernel as it was: no SFT weight
+    assert [(t.cheated, t.user_refused, fake.trainable(t)) for t in fake.turns] == [(True, False, False), (False, True, False),
+                                                                                  (False, False, True), (False, False, False)]
+    rewards = fake.rewards(get_spec("gated-speedup"), 0.4)  # no verifier given: the turned-down proposal (never evaluated) is left out
+    assert [t.turn for t, *_ in rewards] == [1, 3, 4]
     cheat_turn = rewards[0]
     assert cheat_turn[1].outcome == "rejected" and cheat_turn[1].reward == -1.0
     assert cheat_turn[2] <= -1.0  # its return cannot borrow the later pass's credit
-    passed = rewards[2][1]
+    passed = rewards[1][1]
     assert passed.outcome == "pass" and passed.reward == pytest.approx(0.3 + fake.candidates[1].evaluation["speedup"])
     assert fake.candidates[1].evaluation["speedup"] > 1.2  # whole-row tiles beat the baseline
-    tuner = load_session(recorded.tuner)
-    assert tuner.model == "builtin/tuner" and all(t.trainable for t in tuner.turns)
+    assert (rewards[2][1].outcome, rewards[2][1].reward) == ("unchanged", 0.0)
+    tuner = load_session(recorded.tuner)  # read, evaluate, edit: only the edit changed the kernel
+    assert tuner.model == "builtin/tuner" and [tuner.trainable(t) for t in tuner.turns] == [False, False, True]
 
 
 def test_openai_sft_validates_and_zero_weights_the_cheat_and_the_refused_edit(recorded: Recorded) -> None:
@@ -54,9 +58,9 @@ def test_openai_sft_validates_and_zero_weights_the_cheat_and_the_refused_edit(re
         assert set(edit["function"]["parameters"]["properties"]) == {"path", "old", "new"}  # the schema the session recorded
     fake = next(r for r in rows if "Wider honest tiles." in json.dumps(r))
     assert [(m["content"], m["weight"]) for m in _assistants(fake)] == [
-        (fake["messages"][2]["content"], 0), ("Trying another kernel.", 0), ("Wider honest tiles.", 1), ("Done.", 1)]
+        (fake["messages"][2]["content"], 0), ("Trying another kernel.", 0), ("Wider honest tiles.", 1)]  # ends at the last trained turn
     tuner = next(r for r in rows if r is not fake)
-    assert [m["weight"] for m in _assistants(tuner)] == [1, 1, 1]
+    assert [m["weight"] for m in _assistants(tuner)] == [0, 0, 1]
     last = _rows(recorded.root, "sft", "openai", last_turn_only=True)
     assert sorted(sum(m["weight"] for m in _assistants(r)) for r in last) == [1, 1]
     assert all(r["messages"][-1]["role"] == "assistant" and r["messages"][-1]["weight"] == 1 for r in last)
@@ -79,7 +83,7 @@ def test_trl_and_sharegpt_rows_load_with_datasets(recorded: Recorded, tmp_path: 
     # one row per trainable turn, never the cheat nor the refused edit as a completion
     completions = [r["completion"][0]["content"] for r in rows]
     assert "Trying another kernel." not in completions and not any("My key is" in c for c in completions)
-    assert "Wider honest tiles." in completions and len(rows) == 3 + 2
+    assert "Wider honest tiles." in completions and len(rows) == 1 + 1
     first = next(r for r in rows if r["completion"][0]["content"] == "Wider honest tiles.")
     call = first["completion"][0]["tool_calls"][0]["function"]
     assert call["name"] == "write_file" and isinstance(call["arguments"], dict) and "TILE_COLS = 1024" in call["arguments"]["content"]
@@ -101,13 +105,15 @@ def test_trl_and_sharegpt_rows_load_with_datasets(recorded: Recorded, tmp_path: 
 def test_rl_steps_carry_components_rewards_and_returns(recorded: Recorded) -> None:
     rows = _rows(recorded.root, "rl", "steps", spec="tiered", gamma=0.5)
     fake = [r for r in rows if r["model"] == "openai/test-model"]
-    assert [r["outcome"] for r in fake] == ["rejected", "none", "pass", "none"]
-    assert [r["weight"] for r in fake] == [0, 0, 1, 1]
+    # the turned-down wrong kernel was never evaluated in the session: the export verified it
+    assert [r["outcome"] for r in fake] == ["rejected", "wrong", "pass", "unchanged"]
+    assert [r["weight"] for r in fake] == [0, 0, 1, 0]
     cheat = fake[0]
-    assert cheat["reward"] == -1.0 and cheat["return"] == -1.0 and cheat["components"] == {"penalty": -1.0}
+    assert cheat["reward"] == -1.0 and cheat["components"] == {"penalty": -1.0}
+    assert cheat["return"] == pytest.approx(-1.0 + 0.5 * fake[1]["return"])  # a later failure may lower it; nothing lifts it above −1
     assert cheat["reward_spec"] == "tiered@1" and cheat["gamma"] == 0.5
     assert fake[2]["reward"] == 0.4 and fake[2]["speedup"] > 1.2 and fake[2]["timing_source"] == "emulator-estimate"
-    assert fake[1]["return"] == pytest.approx(0.5 * 0.4)  # R_t = r_t + γ·R_{t+1}
+    assert fake[1]["return"] == pytest.approx(-0.3 + 0.5 * 0.4)  # R_t = r_t + γ·R_{t+1}
     assert all(r["completion"]["role"] == "assistant" and r["prompt"][0]["role"] == "system" for r in rows)
 
 
@@ -127,7 +133,12 @@ def test_verl_parquet_has_the_columns_and_types_verl_reads(recorded: Recorded, t
     rows = table.to_pylist()
     assert [r["extra_info"]["index"] for r in rows] == list(range(len(rows)))
     assert {r["data_source"] for r in rows} == {"nkiagent/vector_add"}
-    assert json.loads(rows[0]["reward_model"]["ground_truth"]) == {"task": "vector_add", "target": "trn2"}
+    truth = json.loads(rows[0]["reward_model"]["ground_truth"])
+    assert truth["task"] == "vector_add" and truth["target"] == "trn2" and truth["kernel_path"] == "kernels/vector_add.py"
+    assert "@nki.jit" in truth["kernel"]  # the kernel in force at the prompt, which an edit answer applies to
+    kwargs = rows[0]["extra_info"]["tools_kwargs"]  # verl's multi-turn tools (nkiagent.traces.verl_tool) start from that kernel
+    assert rows[0]["extra_info"]["need_tools_kwargs"] is True and set(kwargs) == {"read_file", "edit_file", "write_file", "evaluate"}
+    assert kwargs["edit_file"]["create_kwargs"]["kernel"] == truth["kernel"]
     cheat = next(r for r in rows if r["extra_info"]["outcome"] == "rejected")
     assert cheat["extra_info"]["reward"] == -1.0 and "<tool_call>" in cheat["extra_info"]["completion"]
 
@@ -147,7 +158,10 @@ def test_dpo_pairs_prefer_honest_faster_kernels(recorded: Recorded) -> None:
     trl = _rows(recorded.root, "dpo", "trl")
     assert len(trl) == len(rows)
     cheat_pair = next(r for r in trl if r["rejected_outcome"] == "rejected")
-    assert cheat_pair["chosen_outcome"] == "pass" and "Wider honest tiles." == cheat_pair["chosen"][0]["content"]
+    # both sides are whole kernels answering the earlier turn's prompt: no prose about measurements that prompt never showed
+    chosen = cheat_pair["chosen"][0]["tool_calls"][0]["function"]
+    assert cheat_pair["chosen_outcome"] == "pass" and chosen["name"] == "write_file" and "TILE_COLS = 1024" in chosen["arguments"]["content"]
+    assert cheat_pair["prompt"][-1]["role"] == "user" and cheat_pair["chosen"][0]["content"] == "" 
     assert all(r["chosen_outcome"] != "rejected" for r in trl)
     for r in trl:
         if r["chosen_outcome"] == r["rejected_outcome"] == "pass":
@@ -161,12 +175,29 @@ def test_hf_folder_loads_and_its_card_describes_it(recorded: Recorded, tmp_path:
     code = main(["export", "rl", "--sessions", str(recorded.root), "--format", "steps", "--out", str(tmp_path / "steps.jsonl"),
                  "--hf", str(out), "--reward", "log-speedup", "--json"])
     assert code == 0
-    ds = load_dataset(str(out), split="train", cache_dir=str(tmp_path / "hf-cache"))  # a fresh cache: never a stale copy
+    dd = load_dataset(str(out), cache_dir=str(tmp_path / "hf-cache"))  # a fresh cache: never a stale copy
     lines = (tmp_path / "steps.jsonl").read_text().splitlines()
-    assert len(ds) == len(lines) > 0 and "reward" in ds.column_names
+    assert set(dd) == {"train", "validation"} and len(dd["train"]) + len(dd["validation"]) == len(lines) > 0
+    assert len({r["session_id"] for r in dd["validation"]}) == 1  # split by session: one of the two sessions is held out
+    assert not {r["session_id"] for r in dd["train"]} & {r["session_id"] for r in dd["validation"]}
+    ds = dd["train"]
+    assert "reward" in ds.column_names and ds.features["speedup"].dtype == "float64" and ds.features["kernel"].dtype == "string"
     card = (out / "README.md").read_text()
+    assert "**Recommended `max_length`: " in card and "estimated at 3.2 characters per token" in card
     assert "log-speedup@1" in card and "| builtin/tuner | 1 |" in card and "| openai/test-model | 1 |" in card
     assert "| rejected | 1 |" in card and "| vector_add | 2 |" in card and "| refine | 2 |" in card
+
+
+def test_parquet_schema_keeps_columns_the_first_row_lacks(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    rows = [{"turn": 1, "speedup": None, "prompt": [{"role": "user", "content": "a"}]},
+            {"turn": 2, "speedup": 1.5, "extra": "only here", "prompt": [{"role": "user", "content": "b", "name": "x"}]}]
+    table = pq.read_table(write_rows(rows, tmp_path / "x.parquet"))
+    assert table.schema.field("speedup").type == "double" and table.schema.field("turn").type == "int64"
+    assert table.to_pylist()[1]["extra"] == "only here" and table.to_pylist()[1]["prompt"][0]["name"] == "x"
+    lengths = length_stats(rows)
+    assert lengths["estimated"] and lengths["max"] >= lengths["median"] >= lengths["min"] > 0 and lengths["recommended_max_length"] == 1024
 
 
 def test_filters_dedup_and_held_out_tasks(recorded: Recorded, tmp_path: Path) -> None:
@@ -231,7 +262,7 @@ def _search_session(root: Path) -> Path:
     for i, (name, parents, ev) in enumerate(kids):
         sha = s.save_kernel(f"# kernel {name}\n")
         turn = {"content": f"try {name}", "tool_calls": [{"id": "e0", "type": "function",
-                                                           "function": {"name": "edit_file", "arguments": json.dumps({"path": "k.py", "old": "a", "new": name})}}],
+                                                           "function": {"name": "edit_file", "arguments": json.dumps({"path": "k.py", "old": "start", "new": name})}}],
                 "model": "openai/m", "usage": {"cost_usd": 0.0}} if parents else None
         s.append("candidate", candidate_id=i, code_sha256=sha, parents=parents, strategy="best-of-n", island=0, generation=1 if parents else 0,
                  turn=1 if parents else 0, stage="full", model_turn=turn, evaluation={**ev, "code_sha256": sha}, reward=0.0, verdict=ev["verdict"])
@@ -274,3 +305,54 @@ def test_a_model_searchs_passing_children_become_sft_rows_with_the_prompt_the_mo
     assert len(trl) == 3 and trl[1]["prompt"][-1]["content"] == "Improve candidate #0." and trl[1]["candidate_id"] == "2"
     steps = _rows(root, "rl", "steps")
     assert all(r["prompt"] == seen for r in steps)  # RL rows use the recorded prompt too, not a rebuilt one
+
+
+# -- re-scoring: every exported RL row scores to its own reward through the trainers' reward functions --------------
+#
+# The rows come from real sessions: the scripted one (an edit, a redundant evaluation, a compile failure,
+# a rewrite, a cheat, a failed edit, an unknown tool and a submit), the tuner's and the fake-server one
+# (a cheat with prose, an edit the person turned down, an honest rewrite). Each row's recorded completion
+# is scored the way a trainer scores it — ``reward_fn`` on the steps and trl-grpo rows (OpenAI messages
+# and TRL messages), ``compute_score`` on the verl rows (Hermes ``<tool_call>`` text) — and must give the
+# exported reward exactly. (Kept in this file so the recorded sessions are built once per test worker.)
+
+
+def _rescored(fmt: str, row: dict[str, Any]) -> tuple[float, float]:
+    if fmt == "verl":
+        extra = row["extra_info"]
+        return compute_score(row["data_source"], extra["completion"], row["reward_model"]["ground_truth"], extra)["score"], extra["reward"]
+    got = reward_fn(
+        [row["prompt"]],
+        [row["completion"]],
+        task=[row["task"]],
+        target=[row["target"]],
+        kernel=[row["kernel"]],
+        kernel_path=[row["kernel_path"]],
+        reward_spec=[row["reward_spec"]],
+    )
+    return got[0], row["reward"]
+
+
+@pytest.mark.parametrize("fmt", ["steps", "trl-grpo", "verl"])
+def test_every_rl_row_rescores_to_its_exported_reward(scripted: Path, recorded: Recorded, fmt: str) -> None:
+    rows = []
+    for root in (scripted, recorded.root):
+        rows += export_sessions(root, "rl", fmt, ExportOptions(dedup=False)).rows
+    assert len(rows) == len(SCRIPT) + 4 + 3  # every turn of the three sessions (the tuner's three, the fake's four)
+    mismatches = [(i, *_rescored(fmt, r)) for i, r in enumerate(rows)]
+    assert [m for m in mismatches if m[1] != m[2]] == []
+
+
+def test_the_scripted_session_is_credited_honestly(scripted: Path) -> None:
+    rows = export_sessions(scripted, "rl", "steps", ExportOptions(dedup=False)).rows
+    got = {what: (r["outcome"], r["reward"], r["weight"]) for (_, what), r in zip(SCRIPT, rows)}
+    assert got["read"] == ("unchanged", 0.0, 0) and got["submit"] == ("unchanged", 0.0, 0)
+    edit = got["edit"]
+    assert edit[0] == "pass" and edit[1] > 1.0 and edit[2] == 1
+    assert got["redundant evaluation"] == ("unchanged", 0.0, 0)  # re-evaluating the edit earns nothing
+    assert got["compile failure"] == ("compile_fail", -0.5, 0)
+    assert got["rewrite"][0] == "pass" and got["rewrite"][2] == 1
+    assert got["cheat"] == ("rejected", -1.0, 0)
+    assert got["failed edit"] == ("tool_error", -0.5, 0) and got["unknown tool"] == ("tool_error", -0.5, 0)
+    cheat = next(r for (_, what), r in zip(SCRIPT, rows) if what == "cheat")
+    assert cheat["return"] <= -1.0  # the later turns cannot lift it

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from nkiagent.traces.env import KernelEnv, Scorer, compute_score, extract_code, reward_fn
-from nkiagent.traces.serve import RewardServer
+from nkiagent.tasks.loader import BUILTIN_DIR
+from nkiagent.traces.env import KernelEnv, Scorer, compute_score, reward_fn
+from nkiagent.traces.serve import RewardServer, TaskResolver
 
 from .conftest import baseline_kernel, cheat_kernel, honest_kernel, wrong_kernel
 
@@ -40,7 +43,7 @@ def test_a_batch_of_32_completions_gets_the_right_rewards(server: RewardServer) 
     kinds: list[tuple[str, Any, float | None]] = [
         ("baseline", _fence(baseline_kernel()), 1.3),  # speedup exactly 1 over itself: 0.3 + 1
         ("fast", {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c", "type": "function", "function": {"name": "write_file", "arguments": json.dumps({"path": "k.py", "content": honest_kernel()})}}]}, None),
+            {"id": "c", "type": "function", "function": {"name": "write_file", "arguments": json.dumps({"path": "kernels/vector_add.py", "content": honest_kernel()})}}]}, None),
         ("wrong", [{"role": "user", "content": "go"}, {"role": "assistant", "content": _fence(wrong_kernel())}], 0.0),
         ("cheat", _fence(cheat_kernel()), -1.0),
         ("syntax", "```python\ndef kernel(:\n```", -0.5),
@@ -85,14 +88,6 @@ def test_wrong_routes_and_methods_and_the_server_stays_up(server: RewardServer) 
     assert health["ok"] is True and health["reward_spec"] == "gated-speedup@1" and health["seeds"] == 1
 
 
-def test_extract_code_from_every_completion_shape() -> None:
-    assert extract_code("```python\nx = 1\n```") == "x = 1\n"
-    assert extract_code("````python\na = '```'\n````") == "a = '```'\n"  # a longer fence may hold a shorter one
-    assert extract_code([{"role": "assistant", "content": "```py\ny = 2\n```"}]) == "y = 2\n"
-    assert extract_code("no code here") is None
-    assert extract_code("@nki.jit\ndef k(a):\n    return a") == "@nki.jit\ndef k(a):\n    return a"
-
-
 def test_kernel_env_steps_through_the_real_tools_and_verifier() -> None:
     with KernelEnv("vector_add", max_turns=3, seeds=1, hidden=False, reward="gated-speedup") as env:
         obs = env.reset()
@@ -104,7 +99,7 @@ def test_kernel_env_steps_through_the_real_tools_and_verifier() -> None:
         call = {"role": "assistant", "content": "", "tool_calls": [
             {"id": "r1", "type": "function", "function": {"name": "read_file", "arguments": json.dumps({"path": "kernels/vector_add.py"})}}]}
         o, r, done, info = env.step(call)
-        assert r == 0.0 and info["outcome"] == "none" and "TILE_COLS = 1024" in o["messages"][0]["content"]
+        assert r == 0.0 and info["outcome"] == "unchanged" and "TILE_COLS = 1024" in o["messages"][0]["content"]
         cheat = {"role": "assistant", "content": "", "tool_calls": [
             {"id": "w1", "type": "function", "function": {"name": "write_file", "arguments": json.dumps({"path": "kernels/vector_add.py", "content": cheat_kernel()})}}]}
         o, r, done, info = env.step(cheat)
@@ -139,10 +134,71 @@ def test_scorer_over_the_search_executors(executor: str) -> None:
     assert got[0].evaluation is not None and got[0].evaluation["speedup"] == 1.0
 
 
-def test_serve_reward_command_serves_until_interrupted() -> None:
+def _health(server: RewardServer) -> dict[str, Any]:
+    with urllib.request.urlopen(server.url + "/health", timeout=10) as resp:
+        return dict(json.loads(resp.read()))
+
+
+def test_a_task_path_from_a_client_is_never_imported(server: RewardServer, tmp_path: Path) -> None:
+    marker = tmp_path / "imported"
+    evil = tmp_path / "evil.py"
+    evil.write_text(f"open({str(marker)!r}, 'w').write('ran in the server')\n")
+    for task in (str(evil), "evil.py", "../evil", "evil"):
+        status, out = _post(server.url + "/score", {"items": [{"completion": "x", "task": task}]})
+        assert status == 400 and "name a builtin task" in out["error"], (task, out)
+    assert not marker.exists()
+    # the operator's --task-dir serves its files by name, and only those
+    (tmp_path / "my_add.py").write_text((BUILTIN_DIR / "vector_add.py").read_text())
+    resolve = TaskResolver(tmp_path)
+    assert resolve("my_add") == str(tmp_path / "my_add.py") and resolve("vector_add") == "vector_add"
+    with pytest.raises(KeyError, match="task paths are not accepted over HTTP"):
+        resolve(str(tmp_path / "my_add.py"))
+    assert not marker.exists()
+
+
+def test_oversize_and_deeply_nested_bodies_get_a_4xx_fast(server: RewardServer) -> None:
+    t0 = time.monotonic()
+    big = "@nki.jit\ndef kernel(a):\n    return a\n" + "# comment\n" * 300_000  # 3 MB: the gate's parse once took minutes
+    status, out = _post(server.url + "/score", {"task": "vector_add", "items": [{"completion": big}]})
+    assert status == 413 and "items[0].completion is 3000037 characters; at most 262144" in out["error"]
+    status, out = _post(server.url + "/score", b'{"items": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    assert status == 400 and "nested too deeply" in out["error"]
+    nested: Any = "x"
+    for _ in range(40):
+        nested = [nested]
+    status, out = _post(server.url + "/score", {"task": "vector_add", "items": [{"completion": nested}]})
+    assert status == 400 and "items[0].completion is nested more than 16 levels deep" in out["error"]
+    assert time.monotonic() - t0 < 10 and _health(server)["ok"]
+
+
+@pytest.mark.parametrize("completion", [
+    {"tool_calls": 5}, {"role": "assistant", "content": 5}, [{"role": 5}], [],
+    {"tool_calls": [{"function": {"name": "write_file", "arguments": "[1]"}}]},
+    {"tool_calls": [{"function": {"name": "edit_file", "arguments": {"path": "kernels/vector_add.py", "old": ["x"], "new": 1}}}]},
+])
+def test_malformed_model_output_scores_as_a_failure_never_a_500(server: RewardServer, completion: Any) -> None:
+    status, out = _post(server.url + "/score", {"task": "vector_add", "items": [{"completion": completion}]})
+    assert status == 200 and out["rewards"] == [-0.5] and out["results"][0]["outcome"] in ("compile_fail", "tool_error")
+
+
+def test_fifty_concurrent_clients_one_kernel_one_sandbox() -> None:
+    """50 clients at once: every one answered (the backlog holds them), and the kernel they share is verified once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    code = _fence(baseline_kernel() + "\n# concurrency probe\n")
+    with RewardServer(Scorer("gated-speedup", seeds=1, hidden=False, workers=2)) as srv:
+        with ThreadPoolExecutor(max_workers=50) as pool:
+            got = list(pool.map(lambda _: _post(srv.url + "/score", {"task": "vector_add", "items": [{"completion": code}]}), range(50)))
+        assert [status for status, _ in got] == [200] * 50
+        assert {out["rewards"][0] for _, out in got} == {1.3}
+        assert srv.scorer.verified == 1 and _health(srv)["verified"] == 1
+
+
+def test_serve_reward_command_stops_on_sigterm_mid_request() -> None:
     import signal
     import subprocess
     import sys
+    import threading
 
     proc = subprocess.Popen([sys.executable, "-m", "nkiagent.cli", "serve-reward", "--port", "0", "--no-hidden", "--reward", "sol"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -153,6 +209,18 @@ def test_serve_reward_command_serves_until_interrupted() -> None:
         url = line.split(" at ")[1].split("/score")[0]
         status, out = _post(url + "/score", {"items": [{"completion": "no code", "task": "vector_add"}]})
         assert status == 200 and out["rewards"] == [-0.5]
-    finally:
-        proc.send_signal(signal.SIGINT)
+        def verify_one() -> None:
+            try:
+                _post(url + "/score", {"task": "vector_add", "items": [{"completion": _fence(baseline_kernel())}]})
+            except OSError:  # the server stopped mid-request: what this test does
+                pass
+
+        busy = threading.Thread(target=verify_one, daemon=True)
+        busy.start()
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
+        assert proc.stdout.read().strip() == "stopped"
+    finally:
+        if proc.poll() is None:
+            proc.kill()

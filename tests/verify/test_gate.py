@@ -872,8 +872,20 @@ def test_violations_are_sorted_and_frozen() -> None:
 def test_every_rule_in_the_docstring_is_exercised() -> None:
     documented = set(re.findall(r"^``([a-z-]+)``", gate.__doc__ or "", flags=re.MULTILINE))
     documented |= set(re.findall(r"^``([a-z-]+)`` / ``([a-z-]+)``", gate.__doc__ or "", flags=re.MULTILINE)[0])
-    exercised = set(RULES) | {"syntax-error", "source-text", "parser-mismatch"}
+    exercised = set(RULES) | {"syntax-error", "source-text", "parser-mismatch", "too-large"}
     assert documented == exercised
+
+
+def test_a_parse_past_the_deadline_is_too_large_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tree-sitter is superlinear in runs of comments: the gate stops at its deadline instead of freezing a server."""
+    import time
+
+    source = kernel("@nki.jit\ndef kernel(a, b):\n    return a\n") + "# c\n" * 6000
+    monkeypatch.setattr(gate, "PARSE_DEADLINE_S", 0.2)
+    t0 = time.monotonic()
+    got = check_source(source)
+    assert time.monotonic() - t0 < 2.0
+    assert [v.rule for v in got] == ["too-large"] and "gave up parsing 60" in got[0].message
 
 
 def test_mutated_sources_never_crash_the_gate() -> None:
