@@ -304,6 +304,14 @@ def _advice(trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile, pa
             f"spills: {tiles} tile(s) exceed SBUF/PSUM and live in HBM; spill code moves {spill_traffic / 2**20:.2f} MiB in "
             f"{len(timeline.spill_costs)} DMAs ({spill_time / 1e3:.1f} µs of queue time); free or shrink tiles so they fit on chip (Opt #2)"
         )
+    busiest_engine = max(p.engines.items(), key=lambda kv: kv[1].active_pct, default=None)
+    if busiest_engine is not None and busiest_engine[1].active_pct >= 50.0:
+        waits = [g for g in p.idle_gaps if g["engine"] == busiest_engine[0] and not g["waiting_for"].startswith("nothing")]
+        idle = sum(g["idle_us"] for g in waits)
+        if waits and idle >= 0.02 * p.latency_us:
+            g = max(waits, key=lambda g: g["idle_us"])
+            out.append(f"{busiest_engine[0]} limits the kernel but stands idle {idle:.2f} µs (the longest wait: {g['idle_us']:.2f} µs for "
+                       f"{g['waiting_for']}); make that work ready earlier (issue it sooner, or split it so its first part lands first)")
     if p.bottleneck.startswith("latency"):
         gap = max(p.idle_gaps, key=lambda g: g["idle_us"], default=None)
         where = f" (the longest wait: {gap['engine']} for {gap['waiting_for']})" if gap else ""

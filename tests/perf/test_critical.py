@@ -118,3 +118,18 @@ def test_a_short_summary_keeps_every_line_of_advice() -> None:
         text = summary_text(prof, max_lines=max_lines)
         assert len(text.splitlines()) <= max_lines
         assert all(f"  - {a}" in text for a in prof.advice), max_lines
+
+
+def test_the_bottleneck_engines_waits_are_advice_naming_what_it_waited_for() -> None:
+    import importlib.util
+
+    from nkiagent.tasks import get_task
+
+    task = get_task("softmax")
+    spec = importlib.util.spec_from_file_location("softmax_baseline", task.baseline_path())
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    x = np.random.default_rng(0).standard_normal((1024, 2048)).astype(np.float32)
+    prof, _ = _profile(module.kernel, (x,))
+    advice = next(a for a in prof.advice if a.startswith("VectorE limits the kernel but stands idle"))
+    assert f"for activation at {task.baseline_path()}:" in advice  # it waits for ScalarE's exp of the previous tile
