@@ -66,6 +66,7 @@ class Runtime:
     context_chars: int = 60000
     started: float = field(default_factory=time.time)
     prefetched: tuple[str, Future[ModelTurn]] | None = None  #: the first request, sent before the graph existed
+    candidates: set[str] = field(default_factory=set)  #: code hashes already recorded as candidates (one per distinct kernel)
 
     def prefetch(self, messages: list[dict[str, Any]]) -> None:
         """Send the first request now, on a thread, while LangGraph is still importing (seconds).
@@ -377,8 +378,11 @@ def _result(data: dict[str, Any]) -> dict[str, Any]:
 def _record_evaluation(rt: Runtime, state: AgentState, ev: dict[str, Any], path: str) -> dict[str, Any] | None:
     """Store an evaluation and its candidate; return the new best (pass and fastest) if it improved."""
     rt.emit("evaluation", turn=state.get("turn", 0), path=path, result=ev)
-    rt.emit("candidate", turn=state.get("turn", 0), path=path, code_sha256=ev.get("code_sha256"), verdict=ev.get("verdict"),
-            latency_us=ev.get("latency_us"), speedup=ev.get("speedup"), timing_source=ev.get("timing_source"))
+    sha = str(ev.get("code_sha256") or "")
+    if not sha or sha not in rt.candidates:  # the same kernel evaluated again (a submit's full verification) is not a new candidate
+        rt.candidates.add(sha)
+        rt.emit("candidate", turn=state.get("turn", 0), path=path, code_sha256=ev.get("code_sha256"), verdict=ev.get("verdict"),
+                latency_us=ev.get("latency_us"), speedup=ev.get("speedup"), timing_source=ev.get("timing_source"))
     best = state.get("best")
     if ev.get("verdict") == "pass" and ev.get("latency_us") is not None and (best is None or ev["latency_us"] < best["latency_us"]):
         return {"code_sha256": ev.get("code_sha256"), "latency_us": ev["latency_us"], "speedup": ev.get("speedup"), "path": path,
