@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, Self, TypeVar
 
 __all__ = [
@@ -91,10 +91,12 @@ class CostAttrs:
         try:
             return cls(**attrs)
         except TypeError:
-            known = {f.name for f in fields(cls)}
+            declared = {f.name: f for f in fields(cls)}
+            unknown = sorted(set(attrs) - set(declared))
+            missing = sorted(n for n, f in declared.items() if n not in attrs and f.default is MISSING)
             raise TypeError(
-                f"{op}: its record carries attributes {sorted(set(attrs) - known)} that its declared cost type {cls.__name__} "
-                f"lacks (it has {sorted(known)}); declare them in the op's attrs dataclass"
+                f"{op}: its trace record does not fit its declared cost attributes {cls.__name__}: "
+                f"undeclared {unknown}, missing {missing}; record what the op's attrs dataclass declares (or declare it there)"
             ) from None
 
 
