@@ -134,11 +134,11 @@ def render_cheatsheet() -> str:
 def instruction_docs() -> list[tuple[str, str]]:
     """One ``(title, body)`` page per registered instruction for ``nki_docs``: what it does, engines, rules, example, cost."""
     from ..emu.registry import REGISTRY
-    from ..perf.rules import RULES
+    from ..perf.rules import rule_for
 
     pages = []
     for d in REGISTRY.values():
-        rule = RULES.get(d.name)
+        rule = rule_for(d.name)
         body = [
             f"nisa.{d.name}{_sig(d.impl)}", "", d.summary, "",
             f"Engines: {_engines(d.placement)} (source: {d.placement.source})",

@@ -6,8 +6,8 @@ Every ``nki.isa`` instruction is a function in one op-family module of
 list of its own:
 
 * the engine checks (:mod:`nkiagent.emu.engines`) take each op's allowed engines from it,
-* the cost model (:mod:`nkiagent.perf.rules`) keys its rules by the same names, and a test fails
-  when a registered op has no rule,
+* the cost model (:mod:`nkiagent.perf.rules`) keys its rules by the same names (or the shared
+  formula an op's ``cost=`` names), and a test fails when a registered op has no rule,
 * the cheat-sheet and the ``nki_docs`` corpus (:mod:`nkiagent.agent.cheatsheet`) are rendered from
   its signatures, engines, paragraphs, rules and examples,
 * ``nki.isa``'s namespace (:mod:`nkiagent.emu.isa`) is built from it.
@@ -144,6 +144,7 @@ class InstructionDef:
     rules: tuple[str, ...]  #: the operand, memory and target rules it enforces
     example: str  #: one call, as a kernel writes it
     nc_version: int = 2  #: the first NeuronCore generation that has it
+    cost: str = ""  #: the name of its rule in ``nkiagent.perf.rules``: the op's own name, or a shared formula's
 
     @property
     def engines(self) -> tuple[str, ...]:
@@ -175,12 +176,15 @@ def instruction(
     since: tuple[tuple[str, int], ...] = (),
     hint: str = "",
     nc_version: int = 2,
+    cost: str | None = None,
 ) -> Callable[[_F], _F]:
     """Declare the decorated function as the ``nki.isa`` instruction of its name.
 
     ``engines`` lists the engines the ISA allows, space-separated, the default first;
     ``source`` is the AWS page they come from. The docstring's first paragraph is the op's
-    summary. Declaring a name twice, an unknown family or a function without a docstring is an
+    summary. ``cost`` names the cost model's rule for it (by default a rule of the op's own name;
+    an op priced like others names their shared formula, e.g. ``"gpsimd_pass"``), so the cost
+    model reads it from here and needs no edit of its own. Declaring a name twice, an unknown family or a function without a docstring is an
     error at import, so an incomplete declaration cannot ship.
     """
     if family not in FAMILIES:
@@ -195,7 +199,7 @@ def instruction(
             raise ValueError(f"nki.isa.{name} ({fn.__module__}) has no docstring: its first paragraph is the op's documentation")
         REGISTRY[name] = InstructionDef(
             name, family, fn, Placement(tuple(engines.split()), source, since, hint), attrs,
-            " ".join(doc.split("\n\n")[0].split()), rules, example, nc_version,
+            " ".join(doc.split("\n\n")[0].split()), rules, example, nc_version, cost or name,
         )  # fmt: skip
         return fn
 

@@ -15,7 +15,7 @@ from ..emu.dtypes import as_dtype
 from ..emu.instructions.movement import DmaAttrs
 from ..emu.registry import REGISTRY, CostAttrs, NoAttrs
 from ..emu.trace import Access, Instruction, is_data
-from .rules import RULES, flops
+from .rules import flops, rule_for
 from .specs import HardwareSpec
 
 __all__ = ["COMPUTE_ENGINES", "SYNC_OPS", "Cost", "UnpricedInstruction", "contiguous_run_bytes", "dma_efficiency", "instruction_cost", "itemsize"]
@@ -172,7 +172,7 @@ def instruction_cost(ins: Instruction, spec: HardwareSpec) -> Cost:
             f"{ins.location}: cannot price {ins.op} on engine {engine!r}: the model prices compute on "
             f"{', '.join(COMPUTE_ENGINES)}, data movement on dma and only register operations on sync"
         )
-    rule = RULES.get(ins.op)
+    rule = rule_for(ins.op)
     if rule is None:
         raise UnpricedInstruction(f"{ins.location}: no cost rule for {ins.op}: every instruction needs one in nkiagent/perf/rules.py")
     declared = REGISTRY.get(ins.op)

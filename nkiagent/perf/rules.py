@@ -5,7 +5,9 @@ in :mod:`nkiagent.emu.registry`) into engine cycles, from the per-instruction fo
 of the reference; a DMA's rule says so and :func:`nkiagent.perf.cost.instruction_cost` prices
 it by bytes and queues instead. There is no fallback: an op without a rule cannot be priced
 (``UnpricedInstruction``), and ``tests/perf/test_rules.py`` lists every registered op and fails
-for one without a rule, so a new instruction cannot silently cost "about 64 cycles".
+for one without a rule, so a new instruction cannot silently cost "about 64 cycles". A rule is
+found by the name an op's declaration gives (:func:`rule_for`): its own, or a shared formula
+such as ``gpsimd_pass``, which a new op can name without an edit here.
 
 ``N`` is elements per partition (free size); ``ii`` is the engines' minimum initiation
 interval (``spec.min_ii``).
@@ -19,11 +21,11 @@ from typing import Any
 
 from ..emu.instructions.movement import MemsetAttrs
 from ..emu.instructions.tensor_engine import MatmulAttrs, TransposeAttrs
-from ..emu.registry import AluAttrs, AluPairAttrs, CostAttrs
+from ..emu.registry import REGISTRY, AluAttrs, AluPairAttrs, CostAttrs
 from ..emu.trace import Instruction
 from .specs import HardwareSpec
 
-__all__ = ["RULES", "SYNTHETIC_OPS", "CostRule", "elems_per_partition", "flops"]
+__all__ = ["RULES", "SYNTHETIC_OPS", "CostRule", "elems_per_partition", "flops", "rule_for"]
 
 _SIXTEEN_BIT = {"bfloat16", "float16"}
 
@@ -42,8 +44,14 @@ class CostRule:
     basis: str  #: where the formula comes from
 
 
-#: Op name → its rule.
+#: Rule name (an op's name, or a formula several ops share) → the rule.
 RULES: dict[str, CostRule] = {}
+
+
+def rule_for(op: str) -> CostRule | None:
+    """The rule pricing ``op``: the one its declaration names (``cost=``, by default its own name)."""
+    declared = REGISTRY.get(op)
+    return RULES.get(declared.cost if declared is not None else op)
 
 
 def _rule(*ops: str, basis: str) -> Callable[[Cycles], Cycles]:
@@ -175,7 +183,7 @@ def _bn_aggr(ins: Instruction, a: CostAttrs, spec: HardwareSpec) -> float:
     return max(spec.min_ii, 13 * elems_per_partition(ins) / 3)
 
 
-@_rule("iota", "affine_select", "local_gather", "nc_n_gather", basis="§4.3: GpSimd start-up plus N")
+@_rule("iota", "affine_select", "local_gather", "gpsimd_pass", basis="§4.3: GpSimd start-up plus N")
 def _gpsimd(ins: Instruction, a: CostAttrs, spec: HardwareSpec) -> float:
     return spec.gpsimd_start_cycles + elems_per_partition(ins)
 

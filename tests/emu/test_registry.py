@@ -20,7 +20,7 @@ from nkiagent.emu.registry import FAMILIES, REGISTRY, CostAttrs, instruction
 
 #: What an op-family module may import: the registry and the shared machinery, never another family.
 SHARED = {"registry", "ops", "memory", "tensor", "alu", "dtypes", "errors", "engines", "trace", "common"}
-STDLIB_AND_NUMPY = {"__future__", "numpy", "typing", "collections", "dataclasses", "math", "inspect", "weakref"}
+STDLIB_AND_NUMPY = {"__future__", "numpy", "ml_dtypes", "typing", "collections", "dataclasses", "math", "inspect", "weakref"}
 ENGINES = {"tensor", "vector", "scalar", "gpsimd", "dma", "sync"}
 FAMILY_FILES = sorted(p for p in Path(instructions.__file__).parent.glob("*.py") if p.stem not in ("__init__", "common"))
 

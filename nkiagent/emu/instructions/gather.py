@@ -222,6 +222,7 @@ def local_gather(dst: Any, src_buffer: Any, index: Any, num_elem_per_idx: int = 
         "indices is uint32 with values below data's free size; dst has indices' shape and data's dtype",
     ),
     example='nisa.nc_n_gather(dst=g, data=x, indices=idx32)',
+    cost="gpsimd_pass",
 )
 def nc_n_gather(dst: Any, data: Any, indices: Any, name: Any = None) -> None:
     """Gather within each partition on GpSimd: ``dst[p, i] = data[p, indices[p, i]]``.
