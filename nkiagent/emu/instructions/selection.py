@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from .. import dtypes as dt
@@ -20,7 +21,7 @@ from ..ops import (
     scalar_or_column,
     write,
 )
-from ..registry import ISA_INDEX, AccumulatorAttrs, CostAttrs, NoAttrs, instruction
+from ..registry import ISA_INDEX, AccumulatorAttrs, CostAttrs, NoAttrs, instruction, page
 from ..tensor import NkiTensor
 from .common import (
     _INDEX_DTYPES,
@@ -323,6 +324,75 @@ def tensor_copy_predicated(dst: Any, src: Any, predicate: Any, reverse_pred: boo
     if isinstance(src, NkiTensor):
         close_psum_group(src)
     write(ctx, dst, res.reshape(dst.shape))
+
+
+#: ``nonzero_with_count`` runs on each GpSimd core's first partition: every 16th one.
+_CORE_STRIDE = 16
+
+
+@instruction(
+    family="selection and top-8",
+    engines="gpsimd",
+    source=page("nonzero_with_count") + " (Supported engines: GpSimd)",
+    rules=(
+        "trn2+; src and dst in SBUF with the same partitions; dst has one more element per partition than src",
+        "only partitions 0, 16, …, 112 are read and written; dst's other partitions keep their values",
+        "index_offset and padding_val are ints; every index, the padding and the count must fit dst's dtype exactly",
+    ),
+    example="nisa.nonzero_with_count(dst=idx, src=mask, index_offset=t * 512, padding_val=-1)",
+    nc_version=3,
+    cost="gpsimd_pass",
+)
+def nonzero_with_count(dst: Any, src: Any, index_offset: Any = 0, padding_val: Any = -1, name: Any = None) -> None:
+    """Indices of the nonzero elements of each GpSimd core's first partition, then padding, then their count, on GpSimd.
+
+    For ``src`` row ``[0, 1, 1, 0]`` with ``index_offset=16``, ``padding_val=-1`` the dst row is
+    ``[17, 18, -1, -1, 2]``: the positions (plus ``index_offset``, for a tile of a longer array),
+    ``padding_val`` in the unused slots and the count last. Each of the 8 GpSimd cores reads and
+    writes only its first partition (0, 16, …, 112).
+    """
+    ctx = current()
+    op = "nonzero_with_count"
+    _require_gen(ctx, op, 3)
+    src = check_compute_operand(ctx, op, "src", src, "gpsimd")
+    dst = check_compute_operand(ctx, op, "dst", dst, "gpsimd")
+    _same_partitions(op, [("src", src), ("dst", dst)])
+    t = _epp(src)
+    if _epp(dst) != t + 1:
+        raise NkiValidationError(
+            "err_nonzero_dst_shape",
+            f"{op} dst must hold one more element per partition than src (the count goes last): {t + 1} for {_shape(src, 'src')}, got {_shape(dst, 'dst')}",
+        )
+    for role, value in (("index_offset", index_offset), ("padding_val", padding_val)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise NkiTypeError("err_nonzero_operand", f"{op} {role} must be an int, got {value!r}")
+    lo, hi = min(int(index_offset), int(padding_val), 0), max(int(index_offset) + t - 1, int(padding_val), t)
+    if not _exact_in(dst.dtype, lo, hi):
+        raise NkiValidationError(
+            "err_nonzero_dst_dtype",
+            f"{op} dst dtype {dt.dtype_name(dst.dtype)} cannot hold every value it may receive ([{lo}, {hi}]: indices from "
+            f"index_offset={int(index_offset)}, padding_val={int(padding_val)}, a count up to {t}); use an int32 dst",
+        )
+    record(ctx, op, "gpsimd", [("src", src)], [("dst", dst)])
+    if not ctx.compute:
+        return
+    p = _pp(src)
+    x = _rows(f32(src), p)
+    out = _rows(dst._np(), p).astype(np.int64)
+    for row in range(0, p, _CORE_STRIDE):
+        found = np.flatnonzero(x[row])
+        out[row, : found.size] = found + int(index_offset)
+        out[row, found.size : t] = int(padding_val)
+        out[row, t] = found.size
+    write(ctx, dst, out.reshape(dst.shape))
+
+
+def _exact_in(dtype: np.dtype, lo: int, hi: int) -> bool:
+    """Whether every integer in ``[lo, hi]`` is stored exactly in ``dtype``."""
+    if dt.is_int(dtype):
+        info = np.iinfo(dtype)
+        return dtype != dt.bool_ and info.min <= lo and hi <= info.max
+    return max(-lo, hi) <= 2 ** (int(ml_dtypes.finfo(dtype).nmant) + 1)
 
 
 _TOP8_MIN, _TOP8_MAX = 8, 16384
