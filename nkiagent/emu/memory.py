@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import dtypes as dt
+from .dialect import MODERN, Dialect
 from .errors import NkiCapacityError, NkiRuntimeError, NkiTypeError, NkiValidationError, NkiWarning, kernel_location
 from .targets import Target
 from .trace import Access, Trace
@@ -456,6 +457,7 @@ class KernelContext:
         #: (``hook(ctx, op, engine, writes)``, called by :func:`~nkiagent.emu.ops.record` before recording).
         self.legacy: Any = None
         self.write_hook: Any = None
+        self.dialect: Dialect = MODERN  #: what tensors do that differs by API generation (a 0.1 launch sets its own)
         #: True while ``t += x`` (or ``nl.loop_reduce``) runs: an associative update, not a loop-carried overwrite.
         self.accumulating = False
         #: reads of the registers whose values steered control flow so far (a dynamic loop bound, a
