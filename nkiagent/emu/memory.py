@@ -457,6 +457,7 @@ class KernelContext:
         #: (``hook(ctx, op, engine, writes)``, called by :func:`~nkiagent.emu.ops.record` before recording).
         self.legacy: Any = None
         self.write_hook: Any = None
+        self.fast = True  #: whether the fast paths run (nkiagent.emu.fast; run_kernel(fast=...) or NKIAGENT_EMU_FAST)
         self.dialect: Dialect = MODERN  #: what tensors do that differs by API generation (a 0.1 launch sets its own)
         #: True while ``t += x`` (or ``nl.loop_reduce``) runs: an associative update, not a loop-carried overwrite.
         self.accumulating = False

@@ -120,7 +120,7 @@ def _values(t: NkiTensor, alu_kind: str) -> np.ndarray:
             raise NkiTypeError("err_bitvec_dtype", f"bitwise operations need integer tensors, `{t.name}` is {dt.dtype_name(t.dtype)}")
         return t._np().astype(np.int64)
     a = t._a
-    if a.fresh and t._addr is None and t._dtype == a.dtype:
+    if a.fresh and t._addr is None and t._dtype == a.dtype and current().fast:
         value = a.unwritten(t._offset, t._shape, t._strides)
         if value is not None:
             return np.broadcast_to(np.float32(value), t._shape)

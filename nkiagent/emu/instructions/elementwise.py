@@ -100,7 +100,7 @@ def tensor_tensor(dst: Any, data1: Any, data2: Any, op: Any, engine: Any = engin
         return
     p = _p(d1)
     x, y = _pf(_values(d1, alu.kind), p), _pf(_values(d2, alu.kind), p)
-    out = _in_place(dst, p) if alu.fn in _IN_PLACE_UFUNCS else None
+    out = _in_place(dst, p) if ctx.fast and alu.fn in _IN_PLACE_UFUNCS else None
     if out is not None:  # fp32 dst: compute straight into it (NumPy copies inputs that overlap it)
         alu.fn(x, y, out=out)
         close_psum_group(d1)

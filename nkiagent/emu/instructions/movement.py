@@ -118,7 +118,7 @@ def dma_copy(dst: Any, src: Any, priority: Any = None, oob_mode: Any = oob_mode.
     _check_indirect(dst, oob_mode)
     attrs: dict[str, Any] = {} if ctx.trace is None else {"dge_mode": mode, "dge_trigger": trigger}
     record(ctx, op, "dma", (("src", src),), (("dst", dst),), **attrs)
-    if not ctx.compute or _deferred(dst, src):
+    if not ctx.compute or (ctx.fast and _deferred(dst, src)):
         return
     vals = src._np()
     if src.dtype != dst.dtype and not (dt.is_int(src.dtype) and dt.is_int(dst.dtype)):
@@ -285,7 +285,7 @@ def memset(dst: Any, value: Any, engine: Any = engine.unknown, name: Any = None)
         return
     stored = dt.store_cast(np.asarray(value, dtype=np.float64 if not dt.is_int(dst.dtype) else np.int64), dst.dtype)
     a = dst._a
-    if dst._dtype == a.dtype and dst.covers_storage():
+    if ctx.fast and dst._dtype == a.dtype and dst.covers_storage():
         a.refill(stored[()])  # the whole tile: kept pending, so whatever overwrites it never pays for it
         mark_written(dst)
     else:

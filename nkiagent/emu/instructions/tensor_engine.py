@@ -82,8 +82,9 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: boo
     if dst._a.memory != "psum":
         raise NkiValidationError("err_matmul_dst_not_psum", "Matmult dst tensor is not psum: nc_matmul must write its result to a PSUM tensor")
     check_compute_operand(ctx, opn, "dst", dst, "tensor", ON_CHIP)
-    if tile_position or tile_size:
-        k, m, n, fp32 = _check_matmul(ctx.target, st, mv, dst, bool(is_transpose), (tuple(tile_position), tuple(tile_size)))
+    if tile_position or tile_size or not ctx.fast:
+        tiling = (tuple(tile_position), tuple(tile_size)) if tile_position or tile_size else None
+        k, m, n, fp32 = _check_matmul(ctx.target, st, mv, dst, bool(is_transpose), tiling)
     else:
         # The rules depend only on the operands' shapes and dtypes, dst's geometry (numbered by the
         # operand checks it passed: its PSUM bank) and the target: an inner loop repeats a few.
@@ -127,6 +128,8 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: boo
     group.views.append((st, mv))
     a.written = True
     a.pending = True
+    if not ctx.fast:
+        flush_matmul_group(ctx)  # the reference path: every instruction lands on its own
 
 
 def _onezero_kept(ctx: Any, flagged: tuple[tuple[str, NkiTensor, Any], ...]) -> bool:
