@@ -118,8 +118,13 @@ def render_cheatsheet() -> str:
     from ..emu import language
     from ..emu.facade import api_module
 
-    out = ["# NKI cheat-sheet (generated from the nkiagent emulator; NKI 0.3+ API)", "",
-           "import nki; import nki.language as nl; import nki.isa as nisa — kernels are @nki.jit functions.", "", RULES]
+    out = [
+        "# NKI cheat-sheet (generated from the nkiagent emulator; NKI 0.3+ API)",
+        "",
+        "import nki; import nki.language as nl; import nki.isa as nisa — kernels are @nki.jit functions.",
+        "",
+        RULES,
+    ]
     out += _isa_table()
     out.append("# nki.language")
     public = api_module("nki.language", language)

@@ -50,7 +50,8 @@ ENGINES: Mapping[str, Placement] = _Placements()
 
 #: ``dma_copy(engine=...)``: the sequencer that triggers the hardware DGE block, valid with ``dge_mode=hwdge`` only.
 DGE_TRIGGER = Placement(
-    ("sync", "scalar"), "https://awsdocs-neuron.readthedocs-hosted.com/general/nki/api/generated/nki.isa.dma_copy.html (engine: "
+    ("sync", "scalar"),
+    "https://awsdocs-neuron.readthedocs-hosted.com/general/nki/api/generated/nki.isa.dma_copy.html (engine: "
     "'the engine to use for HWDGE descriptor generation: nki.isa.engine.sync or nki.isa.engine.scalar. Only valid when dge_mode=hwdge')",
 )
 
@@ -80,7 +81,8 @@ def engine_name(engine: Any) -> str:
         if value in ENGINE_NAMES:
             return ENGINE_NAMES[value]
     raise NkiTypeError(
-        "err_invalid_engine", f"engine={engine!r} is not an nisa.engine member; pass one of nisa.engine.{', nisa.engine.'.join(ENGINE_NAMES.values())}"
+        "err_invalid_engine",
+        f"engine={engine!r} is not an nisa.engine member; pass one of nisa.engine.{', nisa.engine.'.join(ENGINE_NAMES.values())}",
     )
 
 

@@ -18,7 +18,17 @@ from ..emu.trace import Access, Instruction, is_data
 from .rules import flops, rule_for
 from .specs import HardwareSpec
 
-__all__ = ["COMPUTE_ENGINES", "SYNC_OPS", "Cost", "UnpricedInstruction", "contiguous_run_bytes", "dma_efficiency", "instruction_cost", "itemsize"]
+__all__ = [
+    "COMPUTE_ENGINES",
+    "SYNC_OPS",
+    "Cost",
+    "UnpricedInstruction",
+    "contiguous_run_bytes",
+    "dma_efficiency",
+    "instruction_cost",
+    "itemsize",
+]
+
 
 @dataclass(slots=True)
 class Cost:
@@ -138,7 +148,9 @@ def _dma_cost(ins: Instruction, attrs: CostAttrs, spec: HardwareSpec) -> Cost:
     fixed = spec.dma_hwdge_fixed_ns if isinstance(attrs, DmaAttrs) and attrs.dge_mode == 2 else spec.dma_fixed_ns
     accesses = ins.reads + ins.writes
     shortest = min(contiguous_run_bytes(a) for a in accesses) if accesses else None
-    return Cost("dma", spec.dma_issue_ns + transfer, fixed + transfer, queues=queues, hbm_read=hbm_read, hbm_write=hbm_write, chunk=shortest)
+    return Cost(
+        "dma", spec.dma_issue_ns + transfer, fixed + transfer, queues=queues, hbm_read=hbm_read, hbm_write=hbm_write, chunk=shortest
+    )
 
 
 def _data_only(ins: Instruction) -> Instruction:

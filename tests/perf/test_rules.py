@@ -48,11 +48,16 @@ def test_an_op_without_a_rule_is_refused_not_priced_at_a_default() -> None:
 def test_an_op_on_an_engine_its_declaration_lacks_is_refused() -> None:
     """A record claiming ALU work ran on TensorE (a lane the ISA never gives it) is not priced there."""
     ins = emu.Instruction(0, "tensor_tensor", "tensor", (), (), "kernel.py:4", attrs={"alu": "add"})
-    with pytest.raises(UnpricedInstruction, match=r"^kernel.py:4: cannot price tensor_tensor on engine 'tensor': the ISA runs it on vector\|gpsimd only$"):
+    with pytest.raises(
+        UnpricedInstruction, match=r"^kernel.py:4: cannot price tensor_tensor on engine 'tensor': the ISA runs it on vector\|gpsimd only$"
+    ):
         instruction_cost(ins, get_spec("trn2"))
 
 
 def test_a_record_with_undeclared_attributes_is_refused() -> None:
     ins = emu.Instruction(0, "tensor_tensor", "vector", (), (), "kernel.py:5", attrs={"alu": "add", "discount": 4})
-    with pytest.raises(TypeError, match=r"^tensor_tensor: its trace record does not fit its declared cost attributes AluAttrs: undeclared \['discount'\], missing \[\]"):
+    with pytest.raises(
+        TypeError,
+        match=r"^tensor_tensor: its trace record does not fit its declared cost attributes AluAttrs: undeclared \['discount'\], missing \[\]",
+    ):
         instruction_cost(ins, get_spec("trn2"))

@@ -8,7 +8,7 @@ accumulated into PSUM as the hardware does, and no wide product is formed.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -74,7 +74,7 @@ def _wide_key(g: MatmulGroup) -> tuple[tuple[Any, ...], int, int, int] | None:
 
 def _widened(g: MatmulGroup, c0: int, last: int) -> list[NkiTensor]:
     """The group's stationary pieces widened to full rows (see :func:`_wide_key`); made only when a wide block is stacked."""
-    return [st._view((st._shape[0], last), st._strides, st._offset - c0) for st, _ in g.views]
+    return [st._view((st._shape[0], last), cast(tuple[int, ...], st._strides), st._offset - c0) for st, _ in g.views]  # (direct views)
 
 
 def _scratch(ctx: KernelContext, name: str, shape: tuple[int, int]) -> np.ndarray:
@@ -135,7 +135,13 @@ def _joined(pieces: list[np.ndarray]) -> np.ndarray | None:
     start = first.__array_interface__["data"][0]
     at = start
     for p in pieces:
-        if p.base is not base or p.dtype != F32 or p.strides != first.strides or p.shape[1] != width or p.__array_interface__["data"][0] != at:
+        if (
+            p.base is not base
+            or p.dtype != F32
+            or p.strides != first.strides
+            or p.shape[1] != width
+            or p.__array_interface__["data"][0] != at
+        ):
             return None
         at += p.shape[0] * step
     rows = (at - start) // step
@@ -167,8 +173,12 @@ def _wide_stationary(ctx: KernelContext, g: MatmulGroup, c0: int, last: int) -> 
     joined = _joined(pieces)
     if joined is not None:
         return joined
-    key = tuple([(origin.uid, origin.version, p.__array_interface__["data"][0], p.shape, p.strides, p.dtype)
-                 for p, (_, origin) in zip(pieces, sources)])
+    key = tuple(
+        [
+            (origin.uid, origin.version, p.__array_interface__["data"][0], p.shape, p.strides, p.dtype)
+            for p, (_, origin) in zip(pieces, sources)
+        ]
+    )
     held = ctx.mm_wide_st
     block = held.get(key)
     if block is None:

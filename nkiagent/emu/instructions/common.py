@@ -6,7 +6,7 @@ import enum
 import math
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -100,7 +100,8 @@ def _affine_values(op: str, dst: NkiTensor, pattern: Any, offset: Any, channel_m
     epp = dst.size // max(_p(dst), 1)
     if math.prod(n for _, n in pat) != epp:
         raise NkiValidationError(
-            "err_pattern_size", f"{op} pattern {[list(x) for x in pat]} covers {math.prod(n for _, n in pat)} elements per partition but dst has {epp}"
+            "err_pattern_size",
+            f"{op} pattern {[list(x) for x in pat]} covers {math.prod(n for _, n in pat)} elements per partition but dst has {epp}",
         )
     vals = np.full((_p(dst),) + tuple(n for _, n in pat), int(offset), dtype=np.int64)
     vals += (np.arange(_p(dst), dtype=np.int64) * int(channel_multiplier)).reshape((-1,) + (1,) * len(pat))
@@ -121,7 +122,7 @@ def _values(t: NkiTensor, alu_kind: str) -> np.ndarray:
         return t._np().astype(np.int64)
     a = t._a
     if a.fresh and t._addr is None and t._dtype == a.dtype and current().fast:
-        value = a.unwritten(t._offset, t._shape, t._strides)
+        value = a.unwritten(t._offset, t._shape, cast(tuple[int, ...], t._strides))  # (a direct view: it has strides)
         if value is not None:
             return np.broadcast_to(np.float32(value), t._shape)
     return f32(t)

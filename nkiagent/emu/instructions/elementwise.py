@@ -57,7 +57,6 @@ class ActivationAttrs(CostAttrs):
     reduce: bool = False
 
 
-
 _INT32S = frozenset({dt.int32, dt.uint32})  # (a set: one hash per tile instead of dtype comparisons)
 
 
@@ -75,11 +74,11 @@ def _alu_engine(op: str, alu: Any, eng: Any, *tiles: NkiTensor) -> str:
     source=page("tensor_tensor"),
     attrs=AluAttrs,
     rules=(
-        'data1, data2 and dst have the same partitions and elements per partition: no broadcasting',
-        'data1 and data2 cannot both be in PSUM; GpSimd cannot touch PSUM',
-        'default engine: VectorE, GpSimd for power and 32-bit integer add/multiply',
+        "data1, data2 and dst have the same partitions and elements per partition: no broadcasting",
+        "data1 and data2 cannot both be in PSUM; GpSimd cannot touch PSUM",
+        "default engine: VectorE, GpSimd for power and 32-bit integer add/multiply",
     ),
-    example='nisa.tensor_tensor(dst=z, data1=x, data2=y, op=nl.add)',
+    example="nisa.tensor_tensor(dst=z, data1=x, data2=y, op=nl.add)",
 )
 def tensor_tensor(dst: Any, data1: Any, data2: Any, op: Any, engine: Any = engine.unknown, name: Any = None) -> None:
     """Element-wise ``dst = op(data1, data2)``; same partitions and elements per partition, no broadcasting."""
@@ -102,7 +101,7 @@ def tensor_tensor(dst: Any, data1: Any, data2: Any, op: Any, engine: Any = engin
     x, y = _pf(_values(d1, alu.kind), p), _pf(_values(d2, alu.kind), p)
     out = _in_place(dst, p) if ctx.fast and alu.fn in _IN_PLACE_UFUNCS else None
     if out is not None:  # fp32 dst: compute straight into it (NumPy copies inputs that overlap it)
-        alu.fn(x, y, out=out)
+        alu.fn(x, y, out=out)  # (a ufunc: _IN_PLACE_UFUNCS)
         close_psum_group(d1)
         close_psum_group(d2)
         mark_written(dst)
@@ -149,24 +148,38 @@ _SCALAR_TS_OK = {("multiply", "add"), ("multiply", None), ("add", None)}
     source=page("tensor_scalar") + "; Scalar add/multiply from NeuronCore-v3 (nki.api.shared.html tbl-aluop note)",
     attrs=AluPairAttrs,
     rules=(
-        'operand0/operand1 are scalars or [P, 1] fp32 columns (broadcast along the free dims)',
-        'op1 and operand1 go together; op0 and op1 are both arithmetic or both bitwise',
+        "operand0/operand1 are scalars or [P, 1] fp32 columns (broadcast along the free dims)",
+        "op1 and operand1 go together; op0 and op1 are both arithmetic or both bitwise",
         "on trn2's ScalarE only (multiply, add), (multiply, None) and (add, None)",
     ),
-    example='nisa.tensor_scalar(dst=y, data=x, op0=nl.multiply, operand0=scale_col, op1=nl.add, operand1=1.0)',
+    example="nisa.tensor_scalar(dst=y, data=x, op0=nl.multiply, operand0=scale_col, op1=nl.add, operand1=1.0)",
     since=(("scalar", 3),),
 )
-def tensor_scalar(dst: Any, data: Any, op0: Any, operand0: Any, reverse0: bool = False, op1: Any = None, operand1: Any = None,
-                  reverse1: bool = False, engine: Any = engine.unknown, name: Any = None) -> None:
+def tensor_scalar(
+    dst: Any,
+    data: Any,
+    op0: Any,
+    operand0: Any,
+    reverse0: bool = False,
+    op1: Any = None,
+    operand1: Any = None,
+    reverse1: bool = False,
+    engine: Any = engine.unknown,
+    name: Any = None,
+) -> None:
     """``dst = (data op0 operand0) op1 operand1``; operands are scalars or ``(P, 1)`` fp32 tiles."""
     ctx = current()
     opn = "tensor_scalar"
     a0 = alu_op(op0, opn)
     a1 = alu_op(op1, opn) if op1 is not None else None
     if (op1 is None) != (operand1 is None):
-        raise NkiTypeError("err_tensor_scalar_op1", "tensor_scalar op1 and operand1 must be given together (op1=None goes with operand1=None)")
+        raise NkiTypeError(
+            "err_tensor_scalar_op1", "tensor_scalar op1 and operand1 must be given together (op1=None goes with operand1=None)"
+        )
     if a1 is not None and (a0.kind == "bitvec") != (a1.kind == "bitvec"):
-        raise NkiTypeError("err_tensor_scalar_op_class", f"tensor_scalar op0 ({a0.name}) and op1 ({a1.name}) must both be arithmetic or both bitvec")
+        raise NkiTypeError(
+            "err_tensor_scalar_op_class", f"tensor_scalar op0 ({a0.name}) and op1 ({a1.name}) must both be arithmetic or both bitvec"
+        )
     data = require_tensor(opn, "data", data)
     eng = _alu_engine(opn, a0, engine, data)
     if eng == "scalar" and ctx.target.nc_version == 3 and (a0.name, a1.name if a1 else None) not in _SCALAR_TS_OK:
@@ -200,13 +213,12 @@ def tensor_scalar(dst: Any, data: Any, op0: Any, operand0: Any, reverse0: bool =
     engines="vector",
     source=ISA_INDEX,
     attrs=AluPairAttrs,
-    rules=(
-        "arithmetic ops only; operand1 has data's shape; data and operand1 cannot both be in PSUM",
-    ),
-    example='nisa.scalar_tensor_tensor(dst=y, data=x, op0=nl.multiply, operand0=0.5, op1=nl.add, operand1=r)',
+    rules=("arithmetic ops only; operand1 has data's shape; data and operand1 cannot both be in PSUM",),
+    example="nisa.scalar_tensor_tensor(dst=y, data=x, op0=nl.multiply, operand0=0.5, op1=nl.add, operand1=r)",
 )
-def scalar_tensor_tensor(dst: Any, data: Any, op0: Any, operand0: Any, op1: Any, operand1: Any, reverse0: bool = False,
-                         reverse1: bool = False, name: Any = None) -> None:
+def scalar_tensor_tensor(
+    dst: Any, data: Any, op0: Any, operand0: Any, op1: Any, operand1: Any, reverse0: bool = False, reverse1: bool = False, name: Any = None
+) -> None:
     """``dst = (data op0 operand0) op1 operand1`` where operand1 is a tensor of data's shape."""
     ctx = current()
     opn = "scalar_tensor_tensor"
@@ -234,7 +246,8 @@ def _act_scale_bias(ctx: Any, opn: str, data: NkiTensor, scale: Any, bias: Any) 
     if isinstance(scale, NkiTensor):
         if scale.dtype != dt.float32:
             raise NkiValidationError(
-                "err_activation_scale_invalid_type", "Scale parameter of activation or activation_reduce must be a scalar or vector of type float32."
+                "err_activation_scale_invalid_type",
+                "Scale parameter of activation or activation_reduce must be a scalar or vector of type float32.",
             )
         if scale.shape[0] != _p(data) or scale.size != _p(data):
             raise NkiValidationError(
@@ -244,12 +257,14 @@ def _act_scale_bias(ctx: Any, opn: str, data: NkiTensor, scale: Any, bias: Any) 
         reads.append(("scale", scale))
     elif not isinstance(scale, (int, float, np.integer, np.floating)):
         raise NkiValidationError(
-            "err_activation_scale_invalid_type", "Scale parameter of activation or activation_reduce must be a scalar or vector of type float32."
+            "err_activation_scale_invalid_type",
+            "Scale parameter of activation or activation_reduce must be a scalar or vector of type float32.",
         )
     if isinstance(bias, NkiTensor):
         if bias.dtype not in (dt.float32, dt.float16, dt.bfloat16):
             raise NkiValidationError(
-                "err_activation_bias_invalid_type", "Bias parameter of activation or activation_reduce must be a vector of type float32, float16, or bfloat16."
+                "err_activation_bias_invalid_type",
+                "Bias parameter of activation or activation_reduce must be a vector of type float32, float16, or bfloat16.",
             )
         if bias.shape[0] != _p(data) or bias.size != _p(data):
             raise NkiValidationError(
@@ -260,15 +275,18 @@ def _act_scale_bias(ctx: Any, opn: str, data: NkiTensor, scale: Any, bias: Any) 
     elif bias is not None:
         if not isinstance(bias, (int, float, np.integer, np.floating)):
             raise NkiValidationError(
-                "err_activation_bias_invalid_type", "Bias parameter of activation or activation_reduce must be a vector of type float32, float16, or bfloat16."
+                "err_activation_bias_invalid_type",
+                "Bias parameter of activation or activation_reduce must be a vector of type float32, float16, or bfloat16.",
             )
         if not ctx.target.scalar_bias_ok:
             raise NkiValidationError(
-                "err_activation_bias_invalid_type", f"a scalar bias is only supported on trn2 and later; on {ctx.target.name} pass a [{_p(data)}, 1] vector"
+                "err_activation_bias_invalid_type",
+                f"a scalar bias is only supported on trn2 and later; on {ctx.target.name} pass a [{_p(data)}, 1] vector",
             )
     if not ctx.compute:
         return 1.0, 0.0, reads
     s = scalar_or_column(opn, "scale", scale, data) if isinstance(scale, NkiTensor) else np.float32(scale)
+    b: Any
     if isinstance(bias, NkiTensor):
         b = f32(bias).reshape((_p(data),) + (1,) * (data.ndim - 1))
     else:
@@ -310,14 +328,23 @@ def _activation(opn: str, dst: Any, op: Any, data: Any, bias: Any, scale: Any, r
     source=ISA_INDEX,
     attrs=ActivationAttrs,
     rules=(
-        'scale is a float or a [P, 1] fp32 column; bias a [P, 1] fp32/fp16/bf16 column (a scalar bias needs trn2+)',
-        'reduce_op=nl.add with reduce_res=[P, 1] sums each row of the result',
+        "scale is a float or a [P, 1] fp32 column; bias a [P, 1] fp32/fp16/bf16 column (a scalar bias needs trn2+)",
+        "reduce_op=nl.add with reduce_res=[P, 1] sums each row of the result",
         "the function's input range is checked (e.g. no log of negatives)",
     ),
-    example='nisa.activation(dst=e, op=nl.exp, data=s, bias=neg_max, scale=1.0, reduce_op=nl.add, reduce_res=row_sum)',
+    example="nisa.activation(dst=e, op=nl.exp, data=s, bias=neg_max, scale=1.0, reduce_op=nl.add, reduce_res=row_sum)",
 )
-def activation(dst: Any, op: Any, data: Any, bias: Any = None, scale: Any = 1.0, reduce_op: Any = None, reduce_res: Any = None,
-               reduce_cmd: Any = reduce_cmd.idle, name: Any = None) -> None:
+def activation(
+    dst: Any,
+    op: Any,
+    data: Any,
+    bias: Any = None,
+    scale: Any = 1.0,
+    reduce_op: Any = None,
+    reduce_res: Any = None,
+    reduce_cmd: Any = reduce_cmd.idle,
+    name: Any = None,
+) -> None:
     """``dst = op(data · scale + bias)`` on ScalarE, optionally summing each row into ``reduce_res``."""
     _activation("activation", dst, op, data, bias, scale, reduce_op, reduce_res)
 
@@ -327,12 +354,12 @@ def activation(dst: Any, op: Any, data: Any, bias: Any = None, scale: Any = 1.0,
     engines="scalar",
     source=ISA_INDEX,
     attrs=ActivationAttrs,
-    rules=(
-        'as activation; reduce_res ([P, 1]) is required and reduce_op must be nl.add',
-    ),
-    example='nisa.activation_reduce(dst=e, op=nl.exp, data=s, reduce_op=nl.add, reduce_res=row_sum)',
+    rules=("as activation; reduce_res ([P, 1]) is required and reduce_op must be nl.add",),
+    example="nisa.activation_reduce(dst=e, op=nl.exp, data=s, reduce_op=nl.add, reduce_res=row_sum)",
 )
-def activation_reduce(dst: Any, op: Any, data: Any, reduce_op: Any, reduce_res: Any, bias: Any = None, scale: Any = 1.0, name: Any = None) -> None:
+def activation_reduce(
+    dst: Any, op: Any, data: Any, reduce_op: Any, reduce_res: Any, bias: Any = None, scale: Any = 1.0, name: Any = None
+) -> None:
     """``activation`` plus a row reduction (``nl.add``) of the result into ``reduce_res``."""
     if reduce_res is None:
         raise NkiTypeError("err_activation_reduce_res", "activation_reduce needs reduce_res, a (P, 1) tile")
@@ -344,10 +371,8 @@ def activation_reduce(dst: Any, op: Any, data: Any, reduce_op: Any, reduce_res: 
     engines="vector",
     source=ISA_INDEX,
     attrs=NoAttrs,
-    rules=(
-        'data and dst have the same partitions and elements per partition',
-    ),
-    example='nisa.reciprocal(dst=inv, data=row_sum)',
+    rules=("data and dst have the same partitions and elements per partition",),
+    example="nisa.reciprocal(dst=inv, data=row_sum)",
 )
 def reciprocal(dst: Any, data: Any, name: Any = None) -> None:
     """``dst = 1 / data`` on VectorE (fp32)."""
@@ -372,10 +397,8 @@ _EXP_REDUCE_DTYPES = (dt.float8_e4m3, dt.float8_e5m2, dt.float16, dt.bfloat16, d
     engines="vector",
     source=page("exponential") + " (Supported engines: Vector)",
     attrs=AccumulatorAttrs,
-    rules=(
-        'trn3 only; max_value is a scalar or [P, 1] column; reduce_res needs reduce_cmd other than idle',
-    ),
-    example='nisa.exponential(dst=e, src=s, max_value=row_max, reduce_res=row_sum, reduce_cmd=nisa.reduce_cmd.reset_reduce)',
+    rules=("trn3 only; max_value is a scalar or [P, 1] column; reduce_res needs reduce_cmd other than idle",),
+    example="nisa.exponential(dst=e, src=s, max_value=row_max, reduce_res=row_sum, reduce_cmd=nisa.reduce_cmd.reset_reduce)",
     nc_version=4,
 )
 def exponential(

@@ -36,7 +36,6 @@ class GatherAttrs(CostAttrs):
     num_valid_indices: int
 
 
-
 _KEEP = 255
 
 
@@ -45,10 +44,8 @@ _KEEP = 255
     engines="vector",
     source=ISA_INDEX,
     attrs=ShuffleAttrs,
-    rules=(
-        'shuffle_mask has 32 entries (255 keeps a partition); src and dst start at a quadrant, same free size and dtype',
-    ),
-    example='nisa.nc_stream_shuffle(dst=y, src=x, shuffle_mask=[31 - i for i in range(32)])',
+    rules=("shuffle_mask has 32 entries (255 keeps a partition); src and dst start at a quadrant, same free size and dtype",),
+    example="nisa.nc_stream_shuffle(dst=y, src=x, shuffle_mask=[31 - i for i in range(32)])",
 )
 def nc_stream_shuffle(dst: Any, src: Any, shuffle_mask: Any, name: Any = None) -> None:
     """Move whole partitions within 32-partition quadrants on VectorE.
@@ -132,10 +129,10 @@ _CORE_MAX_INDICES = 4096
     source=ISA_INDEX,
     attrs=GatherAttrs,
     rules=(
-        'src_buffer and index span a multiple of 16 partitions; num_elem_per_idx is 1, 2, 4, 8, 16 or 32',
+        "src_buffer and index span a multiple of 16 partitions; num_elem_per_idx is 1, 2, 4, 8, 16 or 32",
         "index is uint16/uint32 within its 16-partition group's buffer",
     ),
-    example='nisa.local_gather(dst=g, src_buffer=table, index=idx16)',
+    example="nisa.local_gather(dst=g, src_buffer=table, index=idx16)",
 )
 def local_gather(dst: Any, src_buffer: Any, index: Any, num_elem_per_idx: int = 1, num_valid_indices: Any = None, name: Any = None) -> None:
     """Gather within groups of 16 partitions on GpSimd (one group per GpSimd core).
@@ -218,10 +215,8 @@ def local_gather(dst: Any, src_buffer: Any, index: Any, num_elem_per_idx: int = 
     engines="gpsimd",
     source=ISA_INDEX,
     attrs=NoAttrs,
-    rules=(
-        "indices is uint32 with values below data's free size; dst has indices' shape and data's dtype",
-    ),
-    example='nisa.nc_n_gather(dst=g, data=x, indices=idx32)',
+    rules=("indices is uint32 with values below data's free size; dst has indices' shape and data's dtype",),
+    example="nisa.nc_n_gather(dst=g, data=x, indices=idx32)",
     cost="gpsimd_pass",
 )
 def nc_n_gather(dst: Any, data: Any, indices: Any, name: Any = None) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -52,7 +52,6 @@ class MemsetAttrs(CostAttrs):
     value: float
 
 
-
 def _check_indirect(t: NkiTensor, mode: Any) -> None:
     if t._addr is None:
         return
@@ -84,15 +83,22 @@ def _saturate_int(vals: np.ndarray, d: np.dtype) -> np.ndarray:
     source=page("dma_copy"),
     attrs=DmaAttrs,
     rules=(
-        'src and dst in HBM or SBUF (not PSUM), with equal element counts; casts go through fp32, integer to integer saturates',
-        'dge_mode=hwdge needs trn2+, src.dtype == dst.dtype and no gather/scatter',
-        'engine= only picks the hardware-DGE trigger (sync or scalar) and needs dge_mode=hwdge',
-        'an indirect (vector_offset) access out of bounds is an error unless oob_mode=nisa.oob_mode.skip',
+        "src and dst in HBM or SBUF (not PSUM), with equal element counts; casts go through fp32, integer to integer saturates",
+        "dge_mode=hwdge needs trn2+, src.dtype == dst.dtype and no gather/scatter",
+        "engine= only picks the hardware-DGE trigger (sync or scalar) and needs dge_mode=hwdge",
+        "an indirect (vector_offset) access out of bounds is an error unless oob_mode=nisa.oob_mode.skip",
     ),
-    example='nisa.dma_copy(dst=x_sb, src=x_hbm[i * 128:(i + 1) * 128, :])',
+    example="nisa.dma_copy(dst=x_sb, src=x_hbm[i * 128:(i + 1) * 128, :])",
 )
-def dma_copy(dst: Any, src: Any, priority: Any = None, oob_mode: Any = oob_mode.error, dge_mode: Any = dge_mode.unknown,
-             engine: Any = engine.unknown, name: Any = None) -> None:
+def dma_copy(
+    dst: Any,
+    src: Any,
+    priority: Any = None,
+    oob_mode: Any = oob_mode.error,
+    dge_mode: Any = dge_mode.unknown,
+    engine: Any = engine.unknown,
+    name: Any = None,
+) -> None:
     """Copy ``src`` to ``dst`` through a DMA queue (HBM↔SBUF, SBUF↔SBUF, HBM↔HBM); casts via fp32."""
     ctx = current()
     op = "dma_copy"
@@ -138,18 +144,21 @@ def _check_hwdge(ctx: Any, src: NkiTensor, dst: NkiTensor) -> None:
     """
     if ctx.target.nc_version < 3:
         raise NkiValidationError(
-            "err_dma_hwdge_gen", f"dma_copy dge_mode=hwdge needs trn2 or later (hardware DGE is NeuronCore-v3+), not {ctx.target.name}; "
-            "use dge_mode=nisa.dge_mode.swdge or leave dge_mode unset"
+            "err_dma_hwdge_gen",
+            f"dma_copy dge_mode=hwdge needs trn2 or later (hardware DGE is NeuronCore-v3+), not {ctx.target.name}; "
+            "use dge_mode=nisa.dge_mode.swdge or leave dge_mode unset",
         )
     if src.dtype != dst.dtype:
         raise NkiValidationError(
-            "err_dma_hwdge_dtype", f"dma_copy with dge_mode=hwdge requires src.dtype == dst.dtype, got {dt.dtype_name(src.dtype)} and {dt.dtype_name(dst.dtype)}"
+            "err_dma_hwdge_dtype",
+            f"dma_copy with dge_mode=hwdge requires src.dtype == dst.dtype, got {dt.dtype_name(src.dtype)} and {dt.dtype_name(dst.dtype)}",
         )
     for role, t in (("src", src), ("dst", dst)):
         if t._addr is not None:
             raise NkiValidationError(
-                "err_dma_hwdge_indirect", f"dma_copy with dge_mode=hwdge cannot gather or scatter, but `{role}` is a vector-indirect view of "
-                f"`{t.name}`; hardware DGE has no indirect mode: use dge_mode=nisa.dge_mode.swdge or leave dge_mode unset"
+                "err_dma_hwdge_indirect",
+                f"dma_copy with dge_mode=hwdge cannot gather or scatter, but `{role}` is a vector-indirect view of "
+                f"`{t.name}`; hardware DGE has no indirect mode: use dge_mode=nisa.dge_mode.swdge or leave dge_mode unset",
             )
 
 
@@ -165,7 +174,8 @@ def _deferred(dst: NkiTensor, src: NkiTensor) -> bool:
         source.shape = dst._shape  # raises rather than copy
     except AttributeError:
         return False
-    if not a.defer(LazyCopy(dst._offset, dst._shape, dst._strides, dst.region(), source, sa), sa):
+    strides = cast(tuple[int, ...], dst._strides)  # (a direct view, checked above)
+    if not a.defer(LazyCopy(dst._offset, dst._shape, strides, dst.region(), source, sa), sa):
         return False
     mark_written(dst)
     return True
@@ -177,13 +187,20 @@ def _deferred(dst: NkiTensor, src: NkiTensor) -> bool:
     source=page("dma_transpose"),
     attrs=DmaTransposeAttrs,
     rules=(
-        'src in HBM or SBUF, dst in SBUF, same rank; axes (1, 0), (2, 1, 0) or (3, 1, 2, 0)',
-        'dst.shape must be src.shape permuted by axes',
+        "src in HBM or SBUF, dst in SBUF, same rank; axes (1, 0), (2, 1, 0) or (3, 1, 2, 0)",
+        "dst.shape must be src.shape permuted by axes",
     ),
-    example='nisa.dma_transpose(dst=xt_sb, src=x_hbm[0:128, 0:64])',
+    example="nisa.dma_transpose(dst=xt_sb, src=x_hbm[0:128, 0:64])",
 )
-def dma_transpose(dst: Any, src: Any, axes: Any = None, priority: Any = None, dge_mode: Any = dge_mode.unknown,
-                  oob_mode: Any = oob_mode.error, name: Any = None) -> None:
+def dma_transpose(
+    dst: Any,
+    src: Any,
+    axes: Any = None,
+    priority: Any = None,
+    dge_mode: Any = dge_mode.unknown,
+    oob_mode: Any = oob_mode.error,
+    name: Any = None,
+) -> None:
     """Transpose while copying by DMA (axes (1,0), (2,1,0) or (3,1,2,0)); dst must be in SBUF."""
     ctx = current()
     op = "dma_transpose"
@@ -196,10 +213,15 @@ def dma_transpose(dst: Any, src: Any, axes: Any = None, priority: Any = None, dg
         raise NkiValidationError("err_dma_transpose_rank", f"dma_transpose requires dst rank == src rank, got {dst.ndim} and {src.ndim}")
     axes = tuple(axes) if axes is not None else tuple(reversed(range(src.ndim)))
     if axes not in ((1, 0), (2, 1, 0), (3, 1, 2, 0)):
-        raise NkiValidationError("err_dma_transpose_axes", f"dma_transpose axes {axes} not supported; use (1, 0), (2, 1, 0) or (3, 1, 2, 0)")
+        raise NkiValidationError(
+            "err_dma_transpose_axes", f"dma_transpose axes {axes} not supported; use (1, 0), (2, 1, 0) or (3, 1, 2, 0)"
+        )
     expect = tuple(src.shape[a] for a in axes)
     if tuple(dst.shape) != expect:
-        raise NkiValidationError("err_dma_transpose_shape", f"dma_transpose dst shape {list(dst.shape)} must be {list(expect)} for src {list(src.shape)} and axes {axes}")
+        raise NkiValidationError(
+            "err_dma_transpose_shape",
+            f"dma_transpose dst shape {list(dst.shape)} must be {list(expect)} for src {list(src.shape)} and axes {axes}",
+        )
     record(ctx, op, "dma", [("src", src)], [("dst", dst)], axes=axes)
     if ctx.compute:
         write(ctx, dst, np.transpose(src._np(), axes))
@@ -209,14 +231,15 @@ def dma_transpose(dst: Any, src: Any, axes: Any = None, priority: Any = None, dg
     family="data movement",
     engines="vector scalar gpsimd",
     source="https://awsdocs-neuron.readthedocs-hosted.com/en/v2.28.1/nki/api/generated/nki.isa.tensor_copy.html "
-            "(Constraints: NeuronCore v2 Vector, GpSimd; v3+ Vector, Scalar, GpSimd)",
+    "(Constraints: NeuronCore v2 Vector, GpSimd; v3+ Vector, Scalar, GpSimd)",
     attrs=NoAttrs,
     rules=(
         "on-chip to on-chip, same partitions and elements per partition; converts to dst's dtype",
-        'ScalarE only from trn2; GpSimd cannot touch PSUM',
+        "ScalarE only from trn2; GpSimd cannot touch PSUM",
     ),
-    example='nisa.tensor_copy(dst=y_sb, src=acc_psum)',
-    since=(("scalar", 3),), hint="; on trn1 copy on ScalarE with nisa.activation(op=nl.copy)",
+    example="nisa.tensor_copy(dst=y_sb, src=acc_psum)",
+    since=(("scalar", 3),),
+    hint="; on trn1 copy on ScalarE with nisa.activation(op=nl.copy)",
 )
 def tensor_copy(dst: Any, src: Any, engine: Any = engine.unknown, name: Any = None, dtype: Any = None) -> None:
     """Copy on a compute engine (Vector by default); on-chip to on-chip, with dtype conversion.
@@ -233,7 +256,9 @@ def tensor_copy(dst: Any, src: Any, engine: Any = engine.unknown, name: Any = No
     check_same_shape_pp(op, [("dst", dst), ("src", src)])
     cast = None if dtype is None else dt.as_dtype(dtype)
     if cast is not None:
-        warn(f"tensor_copy(dtype={dt.dtype_name(cast)}) is NKI 0.2 API, removed in 0.3: values are rounded to it, then stored as dst's {dt.dtype_name(dst.dtype)}")
+        warn(
+            f"tensor_copy(dtype={dt.dtype_name(cast)}) is NKI 0.2 API, removed in 0.3: values are rounded to it, then stored as dst's {dt.dtype_name(dst.dtype)}"
+        )
     record(ctx, op, eng, [("src", src)], [("dst", dst)])
     if not ctx.compute:
         return
@@ -260,10 +285,8 @@ tensor_copy.__signature__ = _copy_sig.replace(parameters=[p for p in _copy_sig.p
     engines="vector gpsimd",
     source=page("memset"),
     attrs=MemsetAttrs,
-    rules=(
-        "value must be a number of dst's kind (an int for integer tiles) within dst dtype's range",
-    ),
-    example='nisa.memset(dst=acc, value=0.0)',
+    rules=("value must be a number of dst's kind (an int for integer tiles) within dst dtype's range",),
+    example="nisa.memset(dst=acc, value=0.0)",
 )
 def memset(dst: Any, value: Any, engine: Any = engine.unknown, name: Any = None) -> None:
     """Fill ``dst`` with ``value``; the value's type must match the dst dtype (int for int tensors)."""
@@ -272,13 +295,16 @@ def memset(dst: Any, value: Any, engine: Any = engine.unknown, name: Any = None)
     eng = _engines.select(op, engine, "vector")
     dst = check_compute_operand(ctx, op, "dst", dst, eng)
     if dt.is_int(dst.dtype) and dst.dtype != dt.bool_ and isinstance(value, (float, np.floating)) and not float(value).is_integer():
-        raise NkiTypeError("err_memset_value_type", f"memset value {value!r} does not match dst dtype {dt.dtype_name(dst.dtype)}; pass an int")
+        raise NkiTypeError(
+            "err_memset_value_type", f"memset value {value!r} does not match dst dtype {dt.dtype_name(dst.dtype)}; pass an int"
+        )
     if not isinstance(value, (int, float, bool, np.integer, np.floating)):
         raise NkiTypeError("err_memset_value_type", f"memset value must be a number, got {type(value).__name__}")
     if dt.is_int(dst.dtype) and dst.dtype != dt.bool_ and not np.iinfo(dst.dtype).min <= value <= np.iinfo(dst.dtype).max:
         info = np.iinfo(dst.dtype)
         raise NkiTypeError(
-            "err_memset_value_range", f"memset value {value!r} is outside the range [{info.min}, {info.max}] of dst dtype {dt.dtype_name(dst.dtype)}"
+            "err_memset_value_range",
+            f"memset value {value!r} is outside the range [{info.min}, {info.max}] of dst dtype {dt.dtype_name(dst.dtype)}",
         )
     record(ctx, op, eng, [], [("dst", dst)], value=float(value))
     if not ctx.compute:
@@ -297,10 +323,8 @@ def memset(dst: Any, value: Any, engine: Any = engine.unknown, name: Any = None)
     engines="gpsimd",
     source=ISA_INDEX,
     attrs=NoAttrs,
-    rules=(
-        "pattern has 1 to 4 [step, num] pairs covering dst's elements per partition; dst on chip (not PSUM: GpSimd)",
-    ),
-    example='nisa.iota(dst=idx, pattern=[[1, 512]], offset=0, channel_multiplier=512)',
+    rules=("pattern has 1 to 4 [step, num] pairs covering dst's elements per partition; dst on chip (not PSUM: GpSimd)",),
+    example="nisa.iota(dst=idx, pattern=[[1, 512]], offset=0, channel_multiplier=512)",
 )
 def iota(dst: Any, pattern: Any, offset: Any = 0, channel_multiplier: Any = 0, name: Any = None) -> None:
     """``dst[p, i…] = offset + p·channel_multiplier + Σ step_k·i_k`` on GpSimd."""

@@ -29,10 +29,8 @@ _DROPOUT_SEED = 0
     engines="vector",
     source=ISA_INDEX,
     attrs=NoAttrs,
-    rules=(
-        'prob is a float in [0, 1) or a [P, 1] fp32 column; data is a float tile',
-    ),
-    example='nisa.dropout(dst=y, data=x, prob=0.1)',
+    rules=("prob is a float in [0, 1) or a [P, 1] fp32 column; data is a float tile",),
+    example="nisa.dropout(dst=y, data=x, prob=0.1)",
 )
 def dropout(dst: Any, data: Any, prob: Any, name: Any = None) -> None:
     """Zero each element of ``data`` with probability ``prob`` on VectorE; kept values are not rescaled.

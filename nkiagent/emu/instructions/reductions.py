@@ -47,11 +47,13 @@ def _norm_axes(opn: str, data: NkiTensor, axis: Any) -> tuple[int, ...]:
     axes = tuple(sorted(int(a) + nd if int(a) < 0 else int(a) for a in axes))
     if not axes or any(a <= 0 or a >= nd for a in axes):
         raise NkiValidationError(
-            "err_reduce_axis", f"{opn} axis {axis} must name free dimensions 1..{nd - 1} of data{list(data.shape)}; the partition dim 0 cannot be reduced"
+            "err_reduce_axis",
+            f"{opn} axis {axis} must name free dimensions 1..{nd - 1} of data{list(data.shape)}; the partition dim 0 cannot be reduced",
         )
     if axes != tuple(range(nd - len(axes), nd)):
         raise NkiValidationError(
-            "err_reduce_axis", f"{opn} axis {axis} must be the last contiguous dimensions of data{list(data.shape)}, e.g. ({nd - 1},) or {tuple(range(1, nd))}"
+            "err_reduce_axis",
+            f"{opn} axis {axis} must be the last contiguous dimensions of data{list(data.shape)}, e.g. ({nd - 1},) or {tuple(range(1, nd))}",
         )
     return axes
 
@@ -62,10 +64,10 @@ def _norm_axes(opn: str, data: NkiTensor, axis: Any) -> tuple[int, ...]:
     source=ISA_INDEX,
     attrs=AluAttrs,
     rules=(
-        'axis names the last contiguous free dims (never the partition dim 0)',
+        "axis names the last contiguous free dims (never the partition dim 0)",
         "dst holds the kept elements over data's partitions; op is a reduction ALU op",
     ),
-    example='nisa.tensor_reduce(dst=row_max, op=nl.maximum, data=s, axis=1)',
+    example="nisa.tensor_reduce(dst=row_max, op=nl.maximum, data=s, axis=1)",
 )
 def tensor_reduce(dst: Any, op: Any, data: Any, axis: Any, negate: bool = False, keepdims: bool = False, name: Any = None) -> None:
     """Reduce ``data`` along its last free axes with ``op`` (add, maximum, minimum, multiply, bitwise…)."""
@@ -73,14 +75,17 @@ def tensor_reduce(dst: Any, op: Any, data: Any, axis: Any, negate: bool = False,
     opn = "tensor_reduce"
     alu = alu_op(op, opn)
     if alu.reduce is None:
-        raise NkiValidationError("err_reduce_op", f"{alu.name} is not a legal reduction op; use add, multiply, maximum, minimum or a bitwise/logical op")
+        raise NkiValidationError(
+            "err_reduce_op", f"{alu.name} is not a legal reduction op; use add, multiply, maximum, minimum or a bitwise/logical op"
+        )
     data = check_compute_operand(ctx, opn, "data", data, "vector")
     dst = check_compute_operand(ctx, opn, "dst", dst, "vector")
     axes = _norm_axes(opn, data, axis)
     kept = math.prod(n for k, n in enumerate(data.shape) if k not in axes)
     if _p(dst) != _p(data) or dst.size != kept:
         raise NkiValidationError(
-            "err_reduce_dst_shape", f"tensor_reduce dst{list(dst.shape)} must hold {kept} elements over {_p(data)} partitions for data{list(data.shape)} reduced over {axes}"
+            "err_reduce_dst_shape",
+            f"tensor_reduce dst{list(dst.shape)} must hold {kept} elements over {_p(data)} partitions for data{list(data.shape)} reduced over {axes}",
         )
     record(ctx, opn, "vector", [("data", data)], [("dst", dst)], alu=alu.name, axes=axes)
     if not ctx.compute:
@@ -97,10 +102,8 @@ def tensor_reduce(dst: Any, op: Any, data: Any, axis: Any, negate: bool = False,
     engines="gpsimd",
     source=ISA_INDEX,
     attrs=AluAttrs,
-    rules=(
-        "dst holds data's elements per partition; op is a reduction ALU op",
-    ),
-    example='nisa.tensor_partition_reduce(dst=col_sum, op=nl.add, data=x)',
+    rules=("dst holds data's elements per partition; op is a reduction ALU op",),
+    example="nisa.tensor_partition_reduce(dst=col_sum, op=nl.add, data=x)",
 )
 def tensor_partition_reduce(dst: Any, op: Any, data: Any, name: Any = None) -> None:
     """Reduce across partitions: ``dst[0, f] = op over p of data[p, f]`` (GpSimd)."""
@@ -124,10 +127,8 @@ def tensor_partition_reduce(dst: Any, op: Any, data: Any, name: Any = None) -> N
     engines="vector",
     source=ISA_INDEX,
     attrs=AluPairAttrs,
-    rules=(
-        'data0, data1 and dst share a shape; data0 and data1 cannot both be in PSUM; initial is a scalar or [P, 1]',
-    ),
-    example='nisa.tensor_tensor_scan(dst=h, data0=decay, data1=x, initial=0.0, op0=nl.multiply, op1=nl.add)',
+    rules=("data0, data1 and dst share a shape; data0 and data1 cannot both be in PSUM; initial is a scalar or [P, 1]",),
+    example="nisa.tensor_tensor_scan(dst=h, data0=decay, data1=x, initial=0.0, op0=nl.multiply, op1=nl.add)",
 )
 def tensor_tensor_scan(
     dst: Any, data0: Any, data1: Any, initial: Any, op0: Any, op1: Any, reverse0: bool = False, reverse1: bool = False, name: Any = None
@@ -179,10 +180,8 @@ _ACCUMULATE = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "m
     engines="vector",
     source=page("tensor_scalar_cumulative"),
     attrs=AccumulatorAttrs,
-    rules=(
-        'op1 is add, subtract, multiply, maximum or minimum; load_reduce needs imm1 as the initial value',
-    ),
-    example='nisa.tensor_scalar_cumulative(dst=c, src=x, op0=nl.multiply, op1=nl.add, imm0=1.0)',
+    rules=("op1 is add, subtract, multiply, maximum or minimum; load_reduce needs imm1 as the initial value",),
+    example="nisa.tensor_scalar_cumulative(dst=c, src=x, op0=nl.multiply, op1=nl.add, imm0=1.0)",
 )
 def tensor_scalar_cumulative(
     dst: Any, src: Any, op0: Any, op1: Any, imm0: Any, imm1: Any = None, reduce_cmd: Any = reduce_cmd.reset_reduce, name: Any = None
@@ -246,10 +245,8 @@ _REDUCE_OPS = ("add", "multiply", "maximum", "minimum")
     engines="vector",
     source=ISA_INDEX,
     attrs=AccumulatorAttrs,
-    rules=(
-        'reduce_op is add, multiply, maximum or minimum; reduce_res is a [P, 1] column',
-    ),
-    example='nisa.tensor_scalar_reduce(dst=y, data=x, op0=nl.subtract, operand0=row_max, reduce_op=nl.add, reduce_res=row_sum)',
+    rules=("reduce_op is add, multiply, maximum or minimum; reduce_res is a [P, 1] column",),
+    example="nisa.tensor_scalar_reduce(dst=y, data=x, op0=nl.subtract, operand0=row_max, reduce_op=nl.add, reduce_res=row_sum)",
 )
 def tensor_scalar_reduce(
     dst: Any,
@@ -315,6 +312,7 @@ def tensor_scalar_reduce(
         assert a0 is not None
         y = a0.fn(c0, x) if reverse0 else a0.fn(x, c0)
     rows = _rows(y.astype(np.float32), p)
+    assert alu.reduce is not None  # (_reduce_alu allows only reductions)
     acc = alu.fn(_acc_start(ctx, op, cmd, alu.name, init, p), alu.reduce(rows, axis=1).astype(np.float32))
     _acc_end(ctx, acc, p)
     close_psum_group(data)

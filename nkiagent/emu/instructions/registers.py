@@ -31,7 +31,6 @@ class RegisterAttrs(CostAttrs):
     value: int | None = None
 
 
-
 _REG_MIN, _REG_MAX = -(2**31), 2**32 - 1
 
 
@@ -124,10 +123,8 @@ def _scalar_tensor(op: str, role: str, t: Any) -> NkiTensor:
     engines="sync",
     source=SILENT,
     attrs=RegisterAttrs,
-    rules=(
-        'x, if given, fits a 32-bit register',
-    ),
-    example='n = nisa.register_alloc(0)',
+    rules=("x, if given, fits a 32-bit register",),
+    example="n = nisa.register_alloc(0)",
 )
 def register_alloc(x: int | None = None) -> VirtualRegister:
     """Allocate a virtual register, optionally initialized with the integer ``x``."""
@@ -143,10 +140,8 @@ def register_alloc(x: int | None = None) -> VirtualRegister:
     engines="sync",
     source=SILENT,
     attrs=NoAttrs,
-    rules=(
-        'dst is a VirtualRegister; src an int or another register',
-    ),
-    example='nisa.register_move(dst=n, src=4)',
+    rules=("dst is a VirtualRegister; src an int or another register",),
+    example="nisa.register_move(dst=n, src=4)",
 )
 def register_move(dst: Any, src: Any) -> None:
     """Set register ``dst`` to the integer ``src`` or to the value of register ``src``."""
@@ -155,7 +150,9 @@ def register_move(dst: Any, src: Any) -> None:
     reg = _register(op, "dst", dst)
     moved = _register(op, "src", src) if isinstance(src, VirtualRegister) else None
     value = moved._nki_register_value() if moved is not None else _reg_int(op, src)
-    record(ctx, op, "sync", [], [], state_reads=() if moved is None else (moved._nki_access("src"),), state_writes=(reg._nki_access("dst"),))
+    record(
+        ctx, op, "sync", [], [], state_reads=() if moved is None else (moved._nki_access("src"),), state_writes=(reg._nki_access("dst"),)
+    )
     reg._value = value
 
 
@@ -164,10 +161,8 @@ def register_move(dst: Any, src: Any) -> None:
     engines="sync",
     source=SILENT,
     attrs=NoAttrs,
-    rules=(
-        'src is a one-element integer tensor in HBM or SBUF',
-    ),
-    example='nisa.register_load(dst=n, src=count_sb)',
+    rules=("src is a one-element integer tensor in HBM or SBUF",),
+    example="nisa.register_load(dst=n, src=count_sb)",
 )
 def register_load(dst: Any, src: Any) -> None:
     """Load the single integer in ``src`` (an HBM or SBUF tensor of one element) into register ``dst``.
@@ -188,10 +183,8 @@ def register_load(dst: Any, src: Any) -> None:
     engines="sync",
     source=SILENT,
     attrs=NoAttrs,
-    rules=(
-        'dst is a one-element integer tensor in HBM or SBUF; src a register that holds a value',
-    ),
-    example='nisa.register_store(dst=count_sb, src=n)',
+    rules=("dst is a one-element integer tensor in HBM or SBUF; src a register that holds a value",),
+    example="nisa.register_store(dst=count_sb, src=n)",
 )
 def register_store(dst: Any, src: Any) -> None:
     """Store the value of register ``src`` into ``dst``, an integer HBM or SBUF tensor of one element."""

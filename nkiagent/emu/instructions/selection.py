@@ -53,19 +53,24 @@ class PredicateAttrs(CostAttrs):
     reverse_pred: bool = False
 
 
-
 @instruction(
     family="selection and top-8",
     engines="gpsimd",
     source=ISA_INDEX,
     attrs=NoAttrs,
-    rules=(
-        "pattern as iota's; on_true_tile has dst's shape; cmp_op is a comparison ALU op (nl.equal by default)",
-    ),
-    example='nisa.affine_select(dst=masked, pattern=[[-1, 128]], channel_multiplier=1, on_true_tile=scores, on_false_value=-9984.0, cmp_op=nl.greater_equal)',
+    rules=("pattern as iota's; on_true_tile has dst's shape; cmp_op is a comparison ALU op (nl.equal by default)",),
+    example="nisa.affine_select(dst=masked, pattern=[[-1, 128]], channel_multiplier=1, on_true_tile=scores, on_false_value=-9984.0, cmp_op=nl.greater_equal)",
 )
-def affine_select(dst: Any, pattern: Any, channel_multiplier: Any, on_true_tile: Any, on_false_value: Any,
-                  cmp_op: Any = None, offset: Any = 0, name: Any = None) -> None:
+def affine_select(
+    dst: Any,
+    pattern: Any,
+    channel_multiplier: Any,
+    on_true_tile: Any,
+    on_false_value: Any,
+    cmp_op: Any = None,
+    offset: Any = 0,
+    name: Any = None,
+) -> None:
     """``dst = on_true_tile where cmp_op(affine, 0) else on_false_value`` with iota's affine form (GpSimd)."""
     ctx = current()
     op = "affine_select"
@@ -94,10 +99,10 @@ _SELECT_PRED_DTYPES = (dt.bool_, dt.int8, dt.uint8, dt.int16, dt.uint16)
     source=ISA_INDEX,
     attrs=AccumulatorAttrs,
     rules=(
-        'predicate is bool/int8/uint8/int16/uint16; on_true and on_false cannot both be in PSUM',
-        'reduce_res (a [P, 1] fp32 column) needs reduce_cmd other than idle',
+        "predicate is bool/int8/uint8/int16/uint16; on_true and on_false cannot both be in PSUM",
+        "reduce_res (a [P, 1] fp32 column) needs reduce_cmd other than idle",
     ),
-    example='nisa.select_reduce(dst=y, predicate=mask, on_true=x, on_false=-3e38, reduce_res=row_max, reduce_cmd=nisa.reduce_cmd.reset_reduce)',
+    example="nisa.select_reduce(dst=y, predicate=mask, on_true=x, on_false=-3e38, reduce_res=row_max, reduce_cmd=nisa.reduce_cmd.reset_reduce)",
 )
 def select_reduce(
     dst: Any,
@@ -172,10 +177,8 @@ _RANGE_CMP = ("equal", "less", "less_equal", "greater", "greater_equal")
     engines="vector",
     source=ISA_INDEX,
     attrs=AccumulatorAttrs,
-    rules=(
-        'trn2+; comp_op0/comp_op1 are comparisons; bounds are [P, 1] fp32 columns; on_false_value must be FP32_MIN',
-    ),
-    example='nisa.range_select(dst=y, on_true_tile=x, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=lo, bound1=hi, reduce_res=row_max)',
+    rules=("trn2+; comp_op0/comp_op1 are comparisons; bounds are [P, 1] fp32 columns; on_false_value must be FP32_MIN",),
+    example="nisa.range_select(dst=y, on_true_tile=x, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=lo, bound1=hi, reduce_res=row_max)",
 )
 def range_select(
     dst: Any,
@@ -276,10 +279,8 @@ _COPY_PRED_DTYPES = (dt.bool_, dt.uint8, dt.uint16, dt.uint32)
     engines="vector",
     source=ISA_INDEX,
     attrs=PredicateAttrs,
-    rules=(
-        "predicate is bool/uint8/uint16/uint32 of src's shape; src and predicate cannot both be in PSUM",
-    ),
-    example='nisa.tensor_copy_predicated(dst=y, src=x, predicate=mask)',
+    rules=("predicate is bool/uint8/uint16/uint32 of src's shape; src and predicate cannot both be in PSUM",),
+    example="nisa.tensor_copy_predicated(dst=y, src=x, predicate=mask)",
 )
 def tensor_copy_predicated(dst: Any, src: Any, predicate: Any, reverse_pred: bool = False, name: Any = None) -> None:
     """Copy ``src`` into ``dst`` where ``predicate`` is non-zero (zero with ``reverse_pred``), on VectorE.
@@ -412,10 +413,8 @@ def _top8_source(op: str, role: str, t: NkiTensor, lower: int) -> None:
     engines="vector",
     source=ISA_INDEX,
     attrs=NoAttrs,
-    rules=(
-        'src has 8 to 16384 elements per partition; dst is [P, 8]',
-    ),
-    example='nisa.max8(dst=top, src=scores)',
+    rules=("src has 8 to 16384 elements per partition; dst is [P, 8]",),
+    example="nisa.max8(dst=top, src=scores)",
 )
 def max8(dst: Any, src: Any, name: Any = None) -> None:
     """The 8 largest values of each partition of ``src``, in descending order, on VectorE.
@@ -474,10 +473,8 @@ def _vals_operand(ctx: KernelContext, op: str, vals: Any, p: int) -> NkiTensor:
     engines="vector",
     source=ISA_INDEX,
     attrs=NoAttrs,
-    rules=(
-        "vals is [P, 8] (max8's output); dst is [P, 8] uint16 or uint32",
-    ),
-    example='nisa.nc_find_index8(dst=idx, data=scores, vals=top)',
+    rules=("vals is [P, 8] (max8's output); dst is [P, 8] uint16 or uint32",),
+    example="nisa.nc_find_index8(dst=idx, data=scores, vals=top)",
 )
 def nc_find_index8(dst: Any, data: Any, vals: Any, name: Any = None) -> None:
     """Index of the first occurrence of each of the 8 ``vals`` in each partition of ``data`` (VectorE).
@@ -514,10 +511,8 @@ def nc_find_index8(dst: Any, data: Any, vals: Any, name: Any = None) -> None:
     engines="vector",
     source=ISA_INDEX,
     attrs=NoAttrs,
-    rules=(
-        "vals is [P, 8]; dst has data's shape; dst_idx, if given, is [P, 8] uint16 or uint32",
-    ),
-    example='nisa.nc_match_replace8(dst=rest, data=scores, vals=top, imm=-3e38)',
+    rules=("vals is [P, 8]; dst has data's shape; dst_idx, if given, is [P, 8] uint16 or uint32",),
+    example="nisa.nc_match_replace8(dst=rest, data=scores, vals=top, imm=-3e38)",
 )
 def nc_match_replace8(dst: Any, data: Any, vals: Any, imm: Any, dst_idx: Any = None, name: Any = None) -> None:
     """Replace the first occurrence of each of the 8 ``vals`` in each partition of ``data`` with ``imm`` (VectorE).

@@ -37,7 +37,7 @@ def _group_stats(g: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rules=(
         "data's free size at most the target's bn_stats_fmax; dst holds 6 values per partition (count, mean, variance·count of the even and odd elements)",
     ),
-    example='nisa.bn_stats(dst=stats, data=x)',
+    example="nisa.bn_stats(dst=stats, data=x)",
 )
 def bn_stats(dst: Any, data: Any, name: Any = None) -> None:
     """Per-partition mean/variance statistics of ``data`` on VectorE, for :func:`bn_aggr`.
@@ -80,10 +80,8 @@ def bn_stats(dst: Any, data: Any, name: Any = None) -> None:
     engines="vector",
     source=ISA_INDEX,
     attrs=NoAttrs,
-    rules=(
-        'data holds a multiple of 6 values per partition (bn_stats outputs); dst is [P, 2] (mean, variance)',
-    ),
-    example='nisa.bn_aggr(dst=mean_var, data=stats)',
+    rules=("data holds a multiple of 6 values per partition (bn_stats outputs); dst is [P, 2] (mean, variance)",),
+    example="nisa.bn_aggr(dst=mean_var, data=stats)",
 )
 def bn_aggr(dst: Any, data: Any, name: Any = None) -> None:
     """Combine ``bn_stats`` outputs into ``(mean, variance)`` per partition on VectorE.

@@ -49,7 +49,6 @@ class TransposeAttrs(CostAttrs):
     F: int
 
 
-
 _FP32_LIKE = (dt.float32, dt.tfloat32)
 
 
@@ -59,16 +58,26 @@ _FP32_LIKE = (dt.float32, dt.tfloat32)
     source=page("nc_matmul"),
     attrs=MatmulAttrs,
     rules=(
-        'stationary [K, M] and moving [K, N] in SBUF, K ≤ 128 and M ≤ 128; N ≤ 512 (fp32 dst)',
-        'dst [M, N] in PSUM, fp32 (bf16 allowed on trn3), within one 2 KiB PSUM bank on trn1/trn2',
-        'fp32/tf32 operands pair only with fp32/tf32; is_*_onezero flags are checked against the data',
-        'accumulate=None: the first write overwrites, later matmuls into the tile accumulate',
+        "stationary [K, M] and moving [K, N] in SBUF, K ≤ 128 and M ≤ 128; N ≤ 512 (fp32 dst)",
+        "dst [M, N] in PSUM, fp32 (bf16 allowed on trn3), within one 2 KiB PSUM bank on trn1/trn2",
+        "fp32/tf32 operands pair only with fp32/tf32; is_*_onezero flags are checked against the data",
+        "accumulate=None: the first write overwrites, later matmuls into the tile accumulate",
     ),
-    example='nisa.nc_matmul(dst=acc_psum, stationary=a_t[:, k, :], moving=b_sb[:, k, :])',
+    example="nisa.nc_matmul(dst=acc_psum, stationary=a_t[:, k, :], moving=b_sb[:, k, :])",
 )
-def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: bool = False, is_moving_onezero: bool = False,
-              is_transpose: bool = False, accumulate: Any = None, tile_position: Any = (), tile_size: Any = (),
-              perf_mode: Any = matmul_perf_mode.none, name: Any = None) -> None:
+def nc_matmul(
+    dst: Any,
+    stationary: Any,
+    moving: Any,
+    is_stationary_onezero: bool = False,
+    is_moving_onezero: bool = False,
+    is_transpose: bool = False,
+    accumulate: Any = None,
+    tile_position: Any = (),
+    tile_size: Any = (),
+    perf_mode: Any = matmul_perf_mode.none,
+    name: Any = None,
+) -> None:
     """``dst[M, N] (+)= stationary[K, M]ᵀ · moving[K, N]`` on TensorE, fp32 accumulation in PSUM.
 
     ``accumulate=None`` auto-detects: the first matmul write to a PSUM location overwrites and
@@ -80,7 +89,9 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: boo
     mv = check_compute_operand(ctx, opn, "moving", moving, "tensor")
     dst = require_tensor(opn, "dst", dst)
     if dst._a.memory != "psum":
-        raise NkiValidationError("err_matmul_dst_not_psum", "Matmult dst tensor is not psum: nc_matmul must write its result to a PSUM tensor")
+        raise NkiValidationError(
+            "err_matmul_dst_not_psum", "Matmult dst tensor is not psum: nc_matmul must write its result to a PSUM tensor"
+        )
     check_compute_operand(ctx, opn, "dst", dst, "tensor", ON_CHIP)
     if tile_position or tile_size or not ctx.fast:
         tiling = (tuple(tile_position), tuple(tile_size)) if tile_position or tile_size else None
@@ -96,13 +107,25 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: boo
             if len(checked) < CHECKED_GEOMETRIES_MAX:
                 checked[combo] = facts
         k, m, n, fp32 = facts
-    onezero = bool(is_stationary_onezero or is_moving_onezero) and _onezero_kept(ctx, (("stationary", st, is_stationary_onezero),
-                                                                                  ("moving", mv, is_moving_onezero)))
+    onezero = bool(is_stationary_onezero or is_moving_onezero) and _onezero_kept(
+        ctx, (("stationary", st, is_stationary_onezero), ("moving", mv, is_moving_onezero))
+    )
     acc_mode = None if accumulate is None else bool(accumulate)
     was_written = dst._a.written
     # (the attributes only go into a trace: an untraced run skips building them, 10⁴ times a second)
-    attrs: dict[str, Any] = {} if ctx.trace is None else {
-        "K": k, "M": m, "N": n, "fp32": fp32, "onezero": onezero, "accumulate": acc_mode, "tile_size": tuple(tile_size) if tile_size else None}
+    attrs: dict[str, Any] = (
+        {}
+        if ctx.trace is None
+        else {
+            "K": k,
+            "M": m,
+            "N": n,
+            "fp32": fp32,
+            "onezero": onezero,
+            "accumulate": acc_mode,
+            "tile_size": tuple(tile_size) if tile_size else None,
+        }
+    )
     record(ctx, opn, "tensor", (("stationary", st), ("moving", mv)), (("dst", dst),), **attrs)
     if not ctx.compute:
         return
@@ -157,27 +180,41 @@ def _onezero_kept(ctx: Any, flagged: tuple[tuple[str, NkiTensor, Any], ...]) -> 
     return True
 
 
-def _check_matmul(t: Any, st: NkiTensor, mv: NkiTensor, dst: NkiTensor, is_transpose: bool,
-                  tiling: tuple[tuple[Any, ...], tuple[Any, ...]] | None) -> tuple[int, int, int, bool]:
+def _check_matmul(
+    t: Any, st: NkiTensor, mv: NkiTensor, dst: NkiTensor, is_transpose: bool, tiling: tuple[tuple[Any, ...], tuple[Any, ...]] | None
+) -> tuple[int, int, int, bool]:
     """``nc_matmul``'s shape, dtype, bank and tiling rules; ``(K, M, N, fp32 operands)`` when they hold."""
     k, km, pd = _p(st), _p(mv), _p(dst)
     m, n = st.size // max(k, 1), mv.size // max(km, 1)
     if km != k:
-        raise NkiValidationError("err_matmul_contraction", f"nc_matmul stationary and moving contraction (partition) sizes differ: {k} vs {km}")
+        raise NkiValidationError(
+            "err_matmul_contraction", f"nc_matmul stationary and moving contraction (partition) sizes differ: {k} vs {km}"
+        )
     if m > t.gemm_stationary_fmax:
-        raise NkiValidationError("err_matmul_stationary_size", f"nc_matmul stationary free size {m} exceeds maximum {t.gemm_stationary_fmax} (gemm_stationary_fmax)")
+        raise NkiValidationError(
+            "err_matmul_stationary_size",
+            f"nc_matmul stationary free size {m} exceeds maximum {t.gemm_stationary_fmax} (gemm_stationary_fmax)",
+        )
     dst_bf16 = dst.dtype == dt.bfloat16
     nmax = t.matmul_moving_max_bf16 if dst_bf16 else t.matmul_moving_max_fp32
     if n > nmax:
-        raise NkiValidationError("err_matmul_moving_size", f"nc_matmul moving free size {n} exceeds maximum {nmax} on {t.name} (gemm_moving_fmax)")
+        raise NkiValidationError(
+            "err_matmul_moving_size", f"nc_matmul moving free size {n} exceeds maximum {nmax} on {t.name} (gemm_moving_fmax)"
+        )
     if pd != m or dst.size // max(pd, 1) != n:
-        raise NkiValidationError("err_matmul_dst_shape", f"nc_matmul dst{list(dst.shape)} must be [{m}, {n}] for stationary{list(st.shape)} and moving{list(mv.shape)}")
+        raise NkiValidationError(
+            "err_matmul_dst_shape",
+            f"nc_matmul dst{list(dst.shape)} must be [{m}, {n}] for stationary{list(st.shape)} and moving{list(mv.shape)}",
+        )
     if dst.dtype != dt.float32 and not (t.matmul_bf16_dst and dst_bf16):
-        raise NkiValidationError("err_matmul_dst_dtype", f"nc_matmul dst dtype must be float32 on gen{t.nc_version}, got {dt.dtype_name(dst.dtype)}")
+        raise NkiValidationError(
+            "err_matmul_dst_dtype", f"nc_matmul dst dtype must be float32 on gen{t.nc_version}, got {dt.dtype_name(dst.dtype)}"
+        )
     fp32 = st.dtype in _FP32_LIKE
     if fp32 != (mv.dtype in _FP32_LIKE):
         raise NkiValidationError(
-            "err_matmul_dtype_mix", f"nc_matmul fp32/tf32 operands must pair with fp32/tf32: stationary {dt.dtype_name(st.dtype)}, moving {dt.dtype_name(mv.dtype)}"
+            "err_matmul_dtype_mix",
+            f"nc_matmul fp32/tf32 operands must pair with fp32/tf32: stationary {dt.dtype_name(st.dtype)}, moving {dt.dtype_name(mv.dtype)}",
         )
     if {st.dtype, mv.dtype} == {dt.float8_e4m3, dt.float8_e4m3fn}:
         raise NkiValidationError("err_matmul_dtype_mix", "nc_matmul cannot mix float8_e4m3 and float8_e4m3fn operands")
@@ -191,7 +228,9 @@ def _check_matmul(t: Any, st: NkiTensor, mv: NkiTensor, dst: NkiTensor, is_trans
         if len(tile_position) != 2 or len(tile_size) != 2:
             raise NkiValidationError("err_matmul_tiling", "nc_matmul tile_position and tile_size must both be given as (row, col) pairs")
         if any(int(v) % 32 for v in tile_position + tile_size):
-            raise NkiValidationError("err_matmul_tiling", f"nc_matmul tile_position {tile_position} and tile_size {tile_size} must be multiples of 32")
+            raise NkiValidationError(
+                "err_matmul_tiling", f"nc_matmul tile_position {tile_position} and tile_size {tile_size} must be multiples of 32"
+            )
     return k, m, n, fp32
 
 
@@ -208,10 +247,8 @@ def _bank_error(dst: NkiTensor, reg: Any, t: Any) -> Exception:
     engines="tensor vector",
     source=page("nc_transpose"),
     attrs=TransposeAttrs,
-    rules=(
-        "TensorE: SBUF [≤128, ≤128] to PSUM; VectorE: [≤32, ≤32]; dst is [F, P] of data's dtype",
-    ),
-    example='nisa.nc_transpose(dst=xt_psum, data=x_sb)',
+    rules=("TensorE: SBUF [≤128, ≤128] to PSUM; VectorE: [≤32, ≤32]; dst is [F, P] of data's dtype",),
+    example="nisa.nc_transpose(dst=xt_psum, data=x_sb)",
 )
 def nc_transpose(dst: Any, data: Any, engine: Any = engine.unknown, name: Any = None) -> None:
     """Transpose a 2-D tile: TensorE ([≤128, ≤128] SBUF → PSUM) or VectorE ([≤32, ≤32])."""
@@ -232,7 +269,8 @@ def nc_transpose(dst: Any, data: Any, engine: Any = engine.unknown, name: Any = 
     p, f = _p(data), data.size // max(_p(data), 1)
     if data.ndim > 2 and any(s != 1 for s in data.shape[2:]):
         raise NkiValidationError(
-            "err_exceed_max_supported_dimension", f"parameter 'data[{', '.join(map(str, data.shape))}]' of 'transpose' exceed max supported number of dimensions of 2."
+            "err_exceed_max_supported_dimension",
+            f"parameter 'data[{', '.join(map(str, data.shape))}]' of 'transpose' exceed max supported number of dimensions of 2.",
         )
     for dim, size in ((0, p), (1, f)):
         if size > lim:
@@ -243,7 +281,10 @@ def nc_transpose(dst: Any, data: Any, engine: Any = engine.unknown, name: Any = 
     if _p(dst) != f or dst.size != p * f:
         raise NkiValidationError("err_transpose_shape", f"nc_transpose dst{list(dst.shape)} must be [{f}, {p}] for data[{p}, {f}]")
     if dst.dtype != data.dtype:
-        raise NkiValidationError("err_transpose_dtype", f"nc_transpose requires dst.dtype == data.dtype, got {dt.dtype_name(dst.dtype)} and {dt.dtype_name(data.dtype)}")
+        raise NkiValidationError(
+            "err_transpose_dtype",
+            f"nc_transpose requires dst.dtype == data.dtype, got {dt.dtype_name(dst.dtype)} and {dt.dtype_name(data.dtype)}",
+        )
     record(ctx, opn, eng, [("data", data)], [("dst", dst)], P=p, F=f)
     if ctx.compute:
         close_psum_group(data)

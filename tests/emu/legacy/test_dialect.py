@@ -12,7 +12,7 @@ from nkiagent.emu.dialect import MODERN
 
 #: Runs a 0.1 kernel (index grids, a 0.1 tile method, operators dispatching to the 0.1 nl) and
 #: a 0.3 kernel that tries the 0.1 tile method, after importing the front-ends in the order given.
-SCRIPT = textwrap.dedent('''
+SCRIPT = textwrap.dedent("""
     import importlib, json, sys
     for name in sys.argv[1].split(","):
         importlib.import_module(name)
@@ -44,7 +44,7 @@ SCRIPT = textwrap.dedent('''
     except AttributeError as e:
         modern_error = str(e)
     print(json.dumps({"legacy": np.asarray(got).tolist(), "modern": modern_error}))
-''')
+""")
 
 
 def _run(order: str) -> dict[str, object]:
