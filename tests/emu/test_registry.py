@@ -75,3 +75,21 @@ def test_a_declaration_is_refused_when_incomplete() -> None:
     with pytest.raises(ValueError, match=r"^nki.isa.undocumented \(.*\) has no docstring"):
         instruction(family="element-wise", engines="vector", source="https://x", example="nisa.undocumented()")(undocumented)
     assert "undocumented" not in REGISTRY
+
+
+def _gated_ops() -> set[str]:
+    """The declared ops whose body calls ``_require_gen`` (the target check that reads ``nc_version=``)."""
+    gated = set()
+    for path in FAMILY_FILES:
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if isinstance(fn, ast.FunctionDef) and fn.name in REGISTRY:
+                calls = [
+                    c for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "_require_gen"
+                ]
+                if calls:
+                    gated.add(fn.name)
+    return gated
+
+
+def test_an_op_declared_for_a_later_generation_checks_the_target() -> None:
+    assert _gated_ops() == {op for op, d in REGISTRY.items() if d.nc_version > 2} == {"exponential", "range_select", "nonzero_with_count"}

@@ -19,6 +19,7 @@ from ..ops import (
     check_compute_operand,
     f32,
 )
+from ..registry import REGISTRY
 from ..tensor import NkiTensor
 from ..trace import Access, pseudo_access
 
@@ -173,7 +174,9 @@ def _column(ctx: KernelContext, op: str, role: str, t: Any, p: int, engine: str)
     return t
 
 
-def _require_gen(ctx: KernelContext, op: str, nc_version: int) -> None:
+def _require_gen(ctx: KernelContext, op: str) -> None:
+    """Refuse ``op`` on a target older than the first generation its declaration names (``nc_version=``)."""
+    nc_version = REGISTRY[op].nc_version
     if ctx.target.nc_version < nc_version:
         names = {3: "trn2 (NeuronCore-v3)", 4: "trn3 (NeuronCore-v4)"}
         raise NkiUnsupportedError(

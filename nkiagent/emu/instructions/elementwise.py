@@ -419,7 +419,7 @@ def exponential(
     """
     ctx = current()
     op = "exponential"
-    _require_gen(ctx, op, 4)
+    _require_gen(ctx, op)
     cmd = _cmd(op, reduce_cmd, (_RC.idle, _RC.reset_reduce, _RC.reduce, _RC.load_reduce))
     src = check_compute_operand(ctx, op, "src", src, "vector")
     dst = check_compute_operand(ctx, op, "dst", dst, "vector")

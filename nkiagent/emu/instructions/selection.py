@@ -179,6 +179,7 @@ _RANGE_CMP = ("equal", "less", "less_equal", "greater", "greater_equal")
     attrs=AccumulatorAttrs,
     rules=("trn2+; comp_op0/comp_op1 are comparisons; bounds are [P, 1] fp32 columns; on_false_value must be FP32_MIN",),
     example="nisa.range_select(dst=y, on_true_tile=x, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=lo, bound1=hi, reduce_res=row_max)",
+    nc_version=3,
 )
 def range_select(
     dst: Any,
@@ -206,7 +207,7 @@ def range_select(
     """
     ctx = current()
     op = "range_select"
-    _require_gen(ctx, op, 3)
+    _require_gen(ctx, op)
     alu = _reduce_alu(op, reduce_op if reduce_op is not None else "maximum", ("maximum",))
     cmps = [alu_op(c, op) for c in (comp_op0, comp_op1)]
     for k, c in enumerate(cmps):
@@ -354,7 +355,7 @@ def nonzero_with_count(dst: Any, src: Any, index_offset: Any = 0, padding_val: A
     """
     ctx = current()
     op = "nonzero_with_count"
-    _require_gen(ctx, op, 3)
+    _require_gen(ctx, op)
     src = check_compute_operand(ctx, op, "src", src, "gpsimd")
     dst = check_compute_operand(ctx, op, "dst", dst, "gpsimd")
     _same_partitions(op, [("src", src), ("dst", dst)])
