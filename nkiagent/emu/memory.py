@@ -433,14 +433,14 @@ class KernelContext:
         self.onchip: list[OnChipRecord] = []
         self.spilled: list[OnChipRecord] = []  #: 0.1 kernels only: tensors past SBUF/PSUM capacity, kept in HBM (see finish)
         self.mm_group: Any = None  #: consecutive matmuls accumulating into one PSUM tile, computed as one GEMM
-        self.mm_wide: Any = None  #: the wide product held for later groups: see ops._product
-        self.mm_wide_sites: dict[tuple[Any, ...], bool] = {}  #: whether wide products of blocks from a source line paid off (ops._product)
-        self.mm_wide_st: dict[tuple[Any, ...], np.ndarray] = {}  #: stacked fp32 stationary blocks by where their numbers come from: see ops._wide_stationary
+        self.mm_wide: Any = None  #: the wide product held for later groups: see fast.matmul._product
+        self.mm_wide_sites: dict[tuple[Any, ...], bool] = {}  #: whether wide products of blocks from a source line paid off (fast.matmul._product)
+        self.mm_wide_st: dict[tuple[Any, ...], np.ndarray] = {}  #: stacked fp32 stationary blocks by where their numbers come from: see fast.matmul._wide_stationary
         #: operand checks passed, by view geometry (ops.check_compute_operand); they depend on the target, so per run
         self.checked: dict[tuple[Any, ...], set[Any]] = {}
         #: nc_matmul operand combinations that passed its rules, by operand shapes and dtypes and dst's check serial (isa.nc_matmul)
         self.matmuls_checked: dict[tuple[Any, ...], tuple[int, int, int, bool]] = {}
-        self.mm_scratch: dict[str, np.ndarray] = {}  #: reusable fp32 work arrays of matmul groups (ops._scratch)
+        self.mm_scratch: dict[str, np.ndarray] = {}  #: reusable fp32 work arrays of matmul groups (fast.matmul._scratch)
         self.loops: list[list[Any]] = []  # [uid, kind, iteration]
         #: the same as tuples, kept current by the loop iterators: what each trace record copies
         self.loops_now: tuple[tuple[int, str, int], ...] = ()

@@ -416,7 +416,7 @@ def write(ctx: KernelContext, t: NkiTensor, values: np.ndarray) -> None:
 
 
 def mark_written(t: NkiTensor) -> None:
-    """The bookkeeping of a store an op made into ``t``'s memory itself (see ``isa._in_place``)."""
+    """The bookkeeping of a store an op made into ``t``'s memory itself (see ``instructions.elementwise._in_place``)."""
     t._a.version += 1
     _written(t)
 

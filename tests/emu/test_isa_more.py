@@ -1,4 +1,4 @@
-"""Second-tier ISA ops (``nkiagent.emu.isa_more``): NumPy-checked semantics and hardware-rule errors.
+"""Second-tier ISA ops (``nkiagent.emu.instructions``, formerly ``isa_more``): NumPy-checked semantics and hardware-rule errors.
 
 Every kernel follows the 0.3+ calling convention: DMA the HBM inputs into SBUF, run the op,
 DMA the result into a ``shared_hbm`` output.
