@@ -30,8 +30,8 @@ from dataclasses import MISSING, dataclass, fields
 from typing import Any, Self, TypeVar
 
 __all__ = [
-    "FAMILIES", "REGISTRY", "AccumulatorAttrs", "AluAttrs", "AluPairAttrs", "CostAttrs", "InstructionDef", "NoAttrs",
-    "Placement", "instruction",
+    "DOCS", "FAMILIES", "ISA_INDEX", "REGISTRY", "SILENT", "AccumulatorAttrs", "AluAttrs", "AluPairAttrs", "CostAttrs",
+    "InstructionDef", "NoAttrs", "Placement", "instruction", "page",
 ]  # fmt: skip
 
 #: The op families, in the order the cheat-sheet lists them (one module each under ``instructions/``).
@@ -47,6 +47,7 @@ FAMILIES = (
     "registers and control",
 )
 
+#: Where declarations cite the engines they allow from: the AWS API pages (``SILENT``: the docs name none).
 DOCS = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api"
 ISA_INDEX = f"{DOCS}/nki.isa.html"
 SILENT = "docs name no engine: the emulator's engine kept"
