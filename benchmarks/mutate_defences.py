@@ -89,10 +89,12 @@ MUTATIONS = [
     # classes 2, 3, 7 (the emulator and the cost model)
     Mutation("engine not checked", "nkiagent/emu/engines.py", "    if name not in allowed:", "    if False:",
              ("tests/emu/test_engines.py",)),
-    Mutation("onezero promise not checked", "nkiagent/emu/isa.py", "        if bad.any():\n            first = np.argwhere(bad)[0]",
+    Mutation("onezero promise not checked", "nkiagent/emu/instructions/tensor_engine.py", "        if bad.any():\n            first = np.argwhere(bad)[0]",
              "        if False:\n            first = np.argwhere(bad)[0]", ("tests/emu/test_onezero.py",)),
     Mutation("unpriceable engines priced", "nkiagent/perf/cost.py", "        raise UnpricedInstruction(", "        return Cost(engine, 0.0, 0.0)\n        raise UnpricedInstruction(",
              ("tests/perf/test_cost.py::test_an_engine_without_a_lane_is_refused_not_priced",)),
+    Mutation("undeclared engine priced", "nkiagent/perf/cost.py", "    if declared is not None and engine not in declared.engines:", "    if False:",
+             ("tests/perf/test_rules.py::test_an_op_on_an_engine_its_declaration_lacks_is_refused",)),
     Mutation("index tiles are not reads", "nkiagent/emu/ops.py", "    if ix:  # what operand addresses come from", "    if False:  # what operand addresses come from",
              ("tests/perf/test_dma_pricing.py::test_a_gather_starts_after_the_vector_engine_chain_that_computes_its_indices",)),
     Mutation("HBM→HBM charged once", "nkiagent/perf/cost.py", "    moved = max(nbytes, hbm_read + hbm_write)", "    moved = nbytes",

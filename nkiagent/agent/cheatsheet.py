@@ -1,15 +1,23 @@
-"""The NKI cheat-sheet the model reads, generated from what the emulator actually supports.
+"""The NKI cheat-sheet and the ``nki_docs`` instruction pages, generated from the emulator's registry.
 
 ``prompts/nki_cheatsheet.md`` is this module's output, committed; a test regenerates it and
-fails if the two differ, so the sheet never promises an API the emulator lacks.
+fails if the two differ, so the sheet never promises an API the emulator lacks. Its
+``nki.isa`` table and the per-instruction pages ``nki_docs`` searches (:func:`instruction_docs`)
+come from each op's declaration (:mod:`nkiagent.emu.registry`) and its cost rule
+(:mod:`nkiagent.perf.rules`): what a model reads is what the emulator enforces and the cost
+model charges.
 """
 
 from __future__ import annotations
 
 import inspect
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["render_cheatsheet", "write_cheatsheet"]
+if TYPE_CHECKING:
+    from ..emu.registry import Placement
+
+__all__ = ["instruction_docs", "render_cheatsheet", "write_cheatsheet"]
 
 RULES = """\
 # Rules the hardware (and the emulator) enforce
@@ -78,24 +86,74 @@ def _first_line(fn: object) -> str:
     return doc.splitlines()[0] if doc else ""
 
 
+def _engines(placement: Placement) -> str:
+    """``vector (default), scalar (trn2+), gpsimd``: the engines, the default first, with the generation an engine came in."""
+    since = dict(placement.since)
+    names = [f"{e} (trn{since[e] - 1}+)" if e in since else e for e in placement.engines]
+    return names[0] if len(names) == 1 else f"{names[0]} (default), {', '.join(names[1:])}"
+
+
+def _isa_table() -> list[str]:
+    """The ``nki.isa`` part of the sheet: every registered instruction by family, with its engines, then the queries."""
+    from ..emu import isa
+    from ..emu.facade import api_module
+    from ..emu.registry import FAMILIES, REGISTRY
+
+    out = ["# nki.isa (engines: the ISA's, default first; `nki_docs <op>` shows an op's rules and example)"]
+    for family in FAMILIES:
+        ops = sorted((d for d in REGISTRY.values() if d.family == family), key=lambda d: d.name)
+        if ops:
+            out.append(f"## {family}")
+        for d in ops:
+            since = f"; trn{d.nc_version - 1}+" if d.nc_version > 2 else ""
+            out.append(f"- nisa.{d.name}{_sig(d.impl)} — {d.summary} [{_engines(d.placement)}{since}]")
+    public = api_module("nki.isa", isa)
+    queries = [n for n in public.__all__ if n not in REGISTRY and inspect.isfunction(getattr(public, n))]
+    out += [f"- nisa.{n}{_sig(getattr(public, n))} — {_first_line(getattr(public, n))}" for n in queries]
+    return out + [""]
+
+
 def render_cheatsheet() -> str:
-    """The cheat-sheet text: rules, then every supported ``nki.isa`` and ``nki.language`` API."""
-    from ..emu import isa, language
+    """The cheat-sheet text: rules, then every ``nki.isa`` instruction (from the registry) and ``nki.language`` API."""
+    from ..emu import language
     from ..emu.facade import api_module
 
-    out = ["# NKI cheat-sheet (generated from the nkiagent emulator; NKI 0.3+ API)", "",
-           "import nki; import nki.language as nl; import nki.isa as nisa — kernels are @nki.jit functions.", "", RULES]
-    for title, mod in (("nki.isa", isa), ("nki.language", language)):
-        out.append(f"# {title}")
-        public = api_module(title, mod)
-        for name in public.__all__:
-            fn = getattr(public, name)
-            if inspect.isclass(fn) or not callable(fn) or name[0].isupper():
-                continue
-            prefix = "nisa" if mod is isa else "nl"
-            out.append(f"- {prefix}.{name}{_sig(fn)} — {_first_line(fn)}".rstrip(" —"))
-        out.append("")
+    out = [
+        "# NKI cheat-sheet (generated from the nkiagent emulator; NKI 0.3+ API)",
+        "",
+        "import nki; import nki.language as nl; import nki.isa as nisa — kernels are @nki.jit functions.",
+        "",
+        RULES,
+    ]
+    out += _isa_table()
+    out.append("# nki.language")
+    public = api_module("nki.language", language)
+    for name in public.__all__:
+        fn = getattr(public, name)
+        if inspect.isclass(fn) or not callable(fn) or name[0].isupper():
+            continue
+        out.append(f"- nl.{name}{_sig(fn)} — {_first_line(fn)}".rstrip(" —"))
     return "\n".join(out).rstrip() + "\n"
+
+
+def instruction_docs() -> list[tuple[str, str]]:
+    """One ``(title, body)`` page per registered instruction for ``nki_docs``: what it does, engines, rules, example, cost."""
+    from ..emu.registry import REGISTRY
+    from ..perf.rules import rule_for
+
+    pages = []
+    for d in REGISTRY.values():
+        rule = rule_for(d.name)
+        body = [
+            f"nisa.{d.name}{_sig(d.impl)}", "", d.summary, "",
+            f"Engines: {_engines(d.placement)} (source: {d.placement.source})",
+            *([f"Needs trn{d.nc_version - 1} (NeuronCore-v{d.nc_version}) or later."] if d.nc_version > 2 else []),
+            "Rules:", *(f"- {r}" for r in d.rules),
+            f"Example: {d.example}",
+            f"Cost: {rule.basis if rule else 'no cost rule: the cost model refuses to price it'}",
+        ]  # fmt: skip
+        pages.append((f"nisa.{d.name} ({d.family})", "\n".join(body)))
+    return pages
 
 
 def write_cheatsheet(path: str | Path | None = None) -> Path:

@@ -212,6 +212,9 @@ def profile(ctx: AgentContext, path: str) -> ToolResult:
 
 
 def _doc_sections() -> list[tuple[str, str]]:
+    """The ``nki_docs`` corpus: the prompts' markdown sections, then one page per ``nki.isa`` instruction (from the registry)."""
+    from .cheatsheet import instruction_docs
+
     sections: list[tuple[str, str]] = []
     for d in asset_dirs("prompts"):
         for path in sorted(d.glob("*.md")):
@@ -225,7 +228,7 @@ def _doc_sections() -> list[tuple[str, str]]:
                     body.append(line)
             if body:
                 sections.append((title, "\n".join(body)))
-    return sections
+    return sections + instruction_docs()
 
 
 def nki_docs(ctx: AgentContext, query: str) -> ToolResult:

@@ -23,7 +23,7 @@ class AluOp:
     """A binary ALU operation. ``kind`` is ``arith``, ``bitvec``, ``compare`` or ``logical``."""
 
     name: str
-    fn: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    fn: Callable[..., np.ndarray]  #: ``f(a, b)`` on arrays or scalars (NumPy broadcasting); ufuncs also take ``out=``
     kind: str
     reduce: Callable[..., np.ndarray] | None = None  #: ``f(x, axis=...)`` when legal as a reduction
 

@@ -7,23 +7,21 @@ engine given and the engines allowed, so the trace only ever holds the engine an
 really runs on and the cost model prices it there. ``dma_copy``'s ``engine=`` is different: it
 picks the sequencer that triggers hardware DGE (:func:`dge_trigger`), never where data moves.
 
-Every row cites the AWS page it comes from; where the docs name no engine, the row keeps the
+Each instruction declares its engines where it is defined (:func:`nkiagent.emu.registry.instruction`),
+citing the AWS page they come from; where the docs name no engine, the declaration keeps the
 engine the emulator always used.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .errors import NkiTypeError, NkiValidationError
 from .memory import current
+from .registry import REGISTRY, Placement
 
 __all__ = ["DGE_TRIGGER", "ENGINES", "ENGINE_NAMES", "Placement", "allowed_on", "dge_trigger", "engine_name", "select"]
-
-_DOCS = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api"
-_ISA_INDEX = f"{_DOCS}/nki.isa.html"
-_SILENT = "docs name no engine: the emulator's engine kept"
 
 #: ``nisa.engine`` values by number (the enum of nki-reference §2.5; 0.1 kernels may pass the numbers).
 ENGINE_NAMES = {0: "unknown", 1: "tensor", 2: "scalar", 3: "gpsimd", 4: "dma", 5: "vector", 6: "sync"}
@@ -31,87 +29,29 @@ ENGINE_NAMES = {0: "unknown", 1: "tensor", 2: "scalar", 3: "gpsimd", 4: "dma", 5
 #: NeuronCore generation → the target it is, for messages.
 _TARGET_OF = {2: "trn1", 3: "trn2", 4: "trn3"}
 
-_UNKNOWN: Any = None  # the nisa.engine.unknown member, set by isa (a fast path: the everyday default)
+_UNKNOWN: Any = None  # the nisa.engine.unknown member, set by instructions.common (a fast path: the everyday default)
 
 
-@dataclass(frozen=True, slots=True)
-class Placement:
-    """The engines one instruction may run on, from ``source``.
+class _Placements(Mapping[str, Placement]):
+    """Op name → its :class:`Placement`, read from each instruction's declaration in the registry."""
 
-    ``since`` lists engines the op gained in a later NeuronCore generation, as
-    ``(engine, first nc_version)``; ``hint`` is appended to the refusal (the docs' advice).
-    """
+    def __getitem__(self, op: str) -> Placement:
+        return REGISTRY[op].placement
 
-    engines: tuple[str, ...]
-    source: str
-    since: tuple[tuple[str, int], ...] = ()
-    hint: str = ""
+    def __iter__(self) -> Iterator[str]:
+        return iter(REGISTRY)
 
-    def on(self, nc_version: int) -> tuple[str, ...]:
-        """The engines allowed on a NeuronCore of generation ``nc_version``."""
-        first = dict(self.since)
-        return tuple(e for e in self.engines if nc_version >= first.get(e, 0))
+    def __len__(self) -> int:
+        return len(REGISTRY)
 
 
-def _row(engines: str, page: str, **kw: Any) -> Placement:
-    return Placement(tuple(engines.split()), page, **kw)
-
-
-def _page(op: str) -> str:
-    return f"{_DOCS}/generated/nki.isa.{op}.html"
-
-
-ENGINES: dict[str, Placement] = {
-    # ops that take engine=
-    "tensor_tensor": _row("vector gpsimd", _page("tensor_tensor")),
-    "tensor_scalar": _row(
-        "vector scalar gpsimd", _page("tensor_scalar") + "; Scalar add/multiply from NeuronCore-v3 (nki.api.shared.html tbl-aluop note)",
-        since=(("scalar", 3),),
-    ),
-    "tensor_copy": _row(
-        "vector scalar gpsimd", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.28.1/nki/api/generated/nki.isa.tensor_copy.html "
-        "(Constraints: NeuronCore v2 Vector, GpSimd; v3+ Vector, Scalar, GpSimd)",
-        since=(("scalar", 3),), hint="; on trn1 copy on ScalarE with nisa.activation(op=nl.copy)",
-    ),
-    "memset": _row("vector gpsimd", _page("memset")),
-    "nc_transpose": _row("tensor vector", _page("nc_transpose")),
-    # one engine each
-    "nc_matmul": _row("tensor", _page("nc_matmul")),
-    "activation": _row("scalar", _ISA_INDEX),
-    "activation_reduce": _row("scalar", _ISA_INDEX),
-    "tensor_reduce": _row("vector", _ISA_INDEX),
-    "tensor_tensor_scan": _row("vector", _ISA_INDEX),
-    "scalar_tensor_tensor": _row("vector", _ISA_INDEX),
-    "tensor_scalar_reduce": _row("vector", _ISA_INDEX),
-    "tensor_scalar_cumulative": _row("vector", _page("tensor_scalar_cumulative")),
-    "tensor_copy_predicated": _row("vector", _ISA_INDEX),
-    "bn_stats": _row("vector", _ISA_INDEX),
-    "bn_aggr": _row("vector", _ISA_INDEX),
-    "reciprocal": _row("vector", _ISA_INDEX),
-    "exponential": _row("vector", _page("exponential") + " (Supported engines: Vector)"),
-    "dropout": _row("vector", _ISA_INDEX),
-    "select_reduce": _row("vector", _ISA_INDEX),
-    "range_select": _row("vector", _ISA_INDEX),
-    "max8": _row("vector", _ISA_INDEX),
-    "nc_find_index8": _row("vector", _ISA_INDEX),
-    "nc_match_replace8": _row("vector", _ISA_INDEX),
-    "nc_stream_shuffle": _row("vector", _ISA_INDEX),
-    "tensor_partition_reduce": _row("gpsimd", _ISA_INDEX),
-    "iota": _row("gpsimd", _ISA_INDEX),
-    "affine_select": _row("gpsimd", _ISA_INDEX),
-    "local_gather": _row("gpsimd", _ISA_INDEX),
-    "nc_n_gather": _row("gpsimd", _ISA_INDEX),
-    "dma_copy": _row("dma", _page("dma_copy")),
-    "dma_transpose": _row("dma", _page("dma_transpose")),
-    "register_alloc": _row("sync", _SILENT),
-    "register_move": _row("sync", _SILENT),
-    "register_load": _row("sync", _SILENT),
-    "register_store": _row("sync", _SILENT),
-}
+#: The engines of every instruction (its ``engines=`` declaration), the default first.
+ENGINES: Mapping[str, Placement] = _Placements()
 
 #: ``dma_copy(engine=...)``: the sequencer that triggers the hardware DGE block, valid with ``dge_mode=hwdge`` only.
-DGE_TRIGGER = _row(
-    "sync scalar", "https://awsdocs-neuron.readthedocs-hosted.com/general/nki/api/generated/nki.isa.dma_copy.html (engine: "
+DGE_TRIGGER = Placement(
+    ("sync", "scalar"),
+    "https://awsdocs-neuron.readthedocs-hosted.com/general/nki/api/generated/nki.isa.dma_copy.html (engine: "
     "'the engine to use for HWDGE descriptor generation: nki.isa.engine.sync or nki.isa.engine.scalar. Only valid when dge_mode=hwdge')",
 )
 
@@ -141,7 +81,8 @@ def engine_name(engine: Any) -> str:
         if value in ENGINE_NAMES:
             return ENGINE_NAMES[value]
     raise NkiTypeError(
-        "err_invalid_engine", f"engine={engine!r} is not an nisa.engine member; pass one of nisa.engine.{', nisa.engine.'.join(ENGINE_NAMES.values())}"
+        "err_invalid_engine",
+        f"engine={engine!r} is not an nisa.engine member; pass one of nisa.engine.{', nisa.engine.'.join(ENGINE_NAMES.values())}",
     )
 
 

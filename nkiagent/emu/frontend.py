@@ -25,6 +25,7 @@ from .memory import KernelContext, hbm
 from .ops import flush_matmul_group
 from .targets import Target, get_target
 from .tensor import NkiTensor
+from .fast import enabled as fast_enabled
 from .trace import Trace, collector_paused
 
 __all__ = ["Kernel", "jit", "simulate", "run_kernel", "RunResult", "ShapeSpec", "torch_to_numpy", "numpy_to_torch"]
@@ -298,6 +299,7 @@ def run_kernel(
     trace: Trace | None = None,
     timing_only: bool = False,
     api: str = "0.3",
+    fast: bool | None = None,
 ) -> RunResult:
     """Execute ``kernel`` on the emulator. This is the one entry all front-ends share.
 
@@ -308,6 +310,7 @@ def run_kernel(
         trace: the caller's trace to append instruction records to (``None``: no tracing).
         timing_only: allocate no tensor data and compute nothing; only control flow and the trace.
         api: ``"0.3"`` for ``import nki`` kernels, ``"0.1"`` for ``neuronxcc.nki`` kernels.
+        fast: run the fast paths (:mod:`nkiagent.emu.fast`); ``None`` reads ``NKIAGENT_EMU_FAST`` (default on).
     """
     if memory._CURRENT is not None:
         raise NkiRuntimeError("err_nested_launch", "a kernel launch from inside a running kernel is not supported", "<launch>:0")
@@ -316,6 +319,7 @@ def run_kernel(
     api = k.api or api
     tgt = get_target(target if target is not None else k.options.get("platform_target"))  # 0.1's nki.jit(platform_target=)
     ctx = KernelContext(tgt, trace, compute=not timing_only, api=api)
+    ctx.fast = fast_enabled(fast)
     ctx.host_launcher = not isinstance(kernel, Kernel) and api != "0.1"  # a plain entry function may launch a gridded kernel
     if trace is not None:
         trace.target = tgt.name

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import dtypes as dt
+from .dialect import MODERN, Dialect
 from .errors import NkiCapacityError, NkiRuntimeError, NkiTypeError, NkiValidationError, NkiWarning, kernel_location
 from .targets import Target
 from .trace import Access, Trace
@@ -432,14 +433,14 @@ class KernelContext:
         self.onchip: list[OnChipRecord] = []
         self.spilled: list[OnChipRecord] = []  #: 0.1 kernels only: tensors past SBUF/PSUM capacity, kept in HBM (see finish)
         self.mm_group: Any = None  #: consecutive matmuls accumulating into one PSUM tile, computed as one GEMM
-        self.mm_wide: Any = None  #: the wide product held for later groups: see ops._product
-        self.mm_wide_sites: dict[tuple[Any, ...], bool] = {}  #: whether wide products of blocks from a source line paid off (ops._product)
-        self.mm_wide_st: dict[tuple[Any, ...], np.ndarray] = {}  #: stacked fp32 stationary blocks by where their numbers come from: see ops._wide_stationary
+        self.mm_wide: Any = None  #: the wide product held for later groups: see fast.matmul._product
+        self.mm_wide_sites: dict[tuple[Any, ...], bool] = {}  #: whether wide products of blocks from a source line paid off (fast.matmul._product)
+        self.mm_wide_st: dict[tuple[Any, ...], np.ndarray] = {}  #: stacked fp32 stationary blocks by where their numbers come from: see fast.matmul._wide_stationary
         #: operand checks passed, by view geometry (ops.check_compute_operand); they depend on the target, so per run
         self.checked: dict[tuple[Any, ...], set[Any]] = {}
         #: nc_matmul operand combinations that passed its rules, by operand shapes and dtypes and dst's check serial (isa.nc_matmul)
         self.matmuls_checked: dict[tuple[Any, ...], tuple[int, int, int, bool]] = {}
-        self.mm_scratch: dict[str, np.ndarray] = {}  #: reusable fp32 work arrays of matmul groups (ops._scratch)
+        self.mm_scratch: dict[str, np.ndarray] = {}  #: reusable fp32 work arrays of matmul groups (fast.matmul._scratch)
         self.loops: list[list[Any]] = []  # [uid, kind, iteration]
         #: the same as tuples, kept current by the loop iterators: what each trace record copies
         self.loops_now: tuple[tuple[int, str, int], ...] = ()
@@ -456,6 +457,8 @@ class KernelContext:
         #: (``hook(ctx, op, engine, writes)``, called by :func:`~nkiagent.emu.ops.record` before recording).
         self.legacy: Any = None
         self.write_hook: Any = None
+        self.fast = True  #: whether the fast paths run (nkiagent.emu.fast; run_kernel(fast=...) or NKIAGENT_EMU_FAST)
+        self.dialect: Dialect = MODERN  #: what tensors do that differs by API generation (a 0.1 launch sets its own)
         #: True while ``t += x`` (or ``nl.loop_reduce``) runs: an associative update, not a loop-carried overwrite.
         self.accumulating = False
         #: reads of the registers whose values steered control flow so far (a dynamic loop bound, a

@@ -18,27 +18,23 @@ import numpy as np
 from . import dtypes as dt
 from .errors import NkiOutOfBoundsError, NkiTypeError, NkiUnsupportedError, NkiValidationError
 from . import memory as _memory
+from .dialect import MODERN, Dialect
 from .memory import Alloc, Buffer, BUFFERS
 from .trace import Region
 
-__all__ = ["NkiTensor", "DynSlice", "ds", "index_hook", "assign_hook", "attr_hook", "legacy_ops", "slice_hook"]
-
-#: Set by the legacy front-end to handle ``nl.arange``/``nl.mgrid`` index grids (issue 9).
-index_hook: Any = None
-#: Set by the legacy front-end: ``t[i] = value`` in 0.1 kernels (masked results, ops writing their target directly).
-assign_hook: Any = None
-#: Set by the legacy front-end: tile methods only 0.1 has (``t.broadcast_to(shape)``), looked up in 0.1 kernels.
-attr_hook: Any = None
-#: Set by the legacy front-end: the 0.1 ``nl`` module that tile operators (``a + b``) dispatch to in 0.1 kernels.
-legacy_ops: Any = None
-#: Set by the legacy front-end: slices running past a dimension in 0.1 kernels, as index grids (bounds checked under the mask).
-slice_hook: Any = None
+__all__ = ["DynSlice", "NkiTensor", "ds"]
 
 
 def _legacy() -> bool:
-    """True while a 0.1 (``neuronxcc.nki``) kernel runs: the hooks above apply only then."""
+    """True while a 0.1 (``neuronxcc.nki``) kernel runs (its errors word some cases as 0.1 did)."""
     ctx = _memory._CURRENT
     return ctx is not None and ctx.api == "0.1"
+
+
+def _dialect() -> Dialect:
+    """The running kernel's dialect (:mod:`.dialect`); outside a kernel, the 0.3+ one."""
+    ctx = _memory._CURRENT
+    return ctx.dialect if ctx is not None else MODERN
 
 
 #: Set by :mod:`.ops`: lands a deferred matmul group before anyone reads its PSUM tensor.
@@ -251,8 +247,9 @@ class NkiTensor:
 
     def __getattr__(self, name: str) -> Any:
         """Only reached for names the class lacks: 0.1 tile methods (``broadcast_to``) while a 0.1 kernel runs."""
-        if attr_hook is not None and not name.startswith("_") and _legacy():
-            return attr_hook(self, name)
+        method = _dialect().tile_method
+        if method is not None and not name.startswith("_"):
+            return method(self, name)
         raise AttributeError(f"'NkiTensor' object has no attribute '{name}'")
 
     # -- geometry ---------------------------------------------------------------------------------
@@ -553,20 +550,21 @@ class NkiTensor:
         if not isinstance(index, tuple):
             index = (index,)
         n_ell = n_real = 0
-        grid = False
+        grid: Any = None
         for i in index:
             if i is Ellipsis:
                 n_ell += 1
             elif i is not None:
                 n_real += 1
-                if index_hook is not None and getattr(i, "_nki_index_grid", False):
-                    grid = True
-        if grid:
-            return index_hook(self, index)
-        if slice_hook is not None and _legacy():
-            grids = slice_hook(self, index)
-            if grids is not None:
-                return index_hook(self, grids)
+                if grid is None and getattr(i, "_nki_index_grid", False):
+                    grid = i
+        if grid is not None:
+            return grid._nki_subscript(self, index)  # the grid's own front-end indexes with it
+        special = _dialect().index
+        if special is not None:
+            view = special(self, index)
+            if view is not None:
+                return view
         if n_ell > 1:
             raise NkiTypeError("err_invalid_index", "an index can only have a single ellipsis ('...')")
         ndim = len(self._shape)
@@ -678,8 +676,9 @@ class NkiTensor:
             and (value._shape, value._strides, value._offset, value._dtype) == (dst._shape, dst._strides, dst._offset, dst._dtype)
         ):
             return  # `t[i] += x` stores the in-place result back onto itself: there is nothing to copy
-        if assign_hook is not None and _legacy():
-            assign_hook(dst, value)
+        special = _dialect().assign
+        if special is not None:
+            special(dst, value)
             return
         assign(dst, value)
 
@@ -914,8 +913,9 @@ class NkiTensor:
 
 def _ops_module() -> Any:
     """The ``nl`` module tile operators dispatch to: the 0.1 one while a 0.1 kernel runs."""
-    if legacy_ops is not None and _legacy():
-        return legacy_ops
+    ops = _dialect().ops
+    if ops is not None:
+        return ops
     from . import language as nl
 
     return nl

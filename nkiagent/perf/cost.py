@@ -1,8 +1,9 @@
 """Cost of one instruction on its engine, from the documented per-instruction formulas.
 
-``N`` is elements per partition (free size). Compute-engine costs are in engine cycles
-(§4.3 of the reference), converted to ns with the engine's clock; DMA costs come from
-bytes, bytes per contiguous chunk, queues used, per-queue bandwidth and a fixed latency.
+Compute-engine costs are engine cycles from the op's rule in :mod:`.rules` (keyed by the names
+the emulator's registry declares; no op is priced without one), converted to ns with the
+engine's clock; DMA costs come from bytes, bytes per contiguous chunk, queues used, per-queue
+bandwidth and a fixed latency.
 """
 
 from __future__ import annotations
@@ -11,12 +12,22 @@ import math
 from dataclasses import dataclass, replace
 
 from ..emu.dtypes import as_dtype
+from ..emu.instructions.movement import DmaAttrs
+from ..emu.registry import REGISTRY, CostAttrs, NoAttrs
 from ..emu.trace import Access, Instruction, is_data
+from .rules import flops, rule_for
 from .specs import HardwareSpec
 
-__all__ = ["COMPUTE_ENGINES", "SYNC_OPS", "Cost", "UnpricedInstruction", "contiguous_run_bytes", "dma_efficiency", "instruction_cost", "itemsize"]
-
-_SIXTEEN_BIT = {"bfloat16", "float16"}
+__all__ = [
+    "COMPUTE_ENGINES",
+    "SYNC_OPS",
+    "Cost",
+    "UnpricedInstruction",
+    "contiguous_run_bytes",
+    "dma_efficiency",
+    "instruction_cost",
+    "itemsize",
+]
 
 
 @dataclass(slots=True)
@@ -78,85 +89,6 @@ def _strided_penalty(accesses: tuple[Access, ...]) -> float:
     return 1.0
 
 
-def _n(ins: Instruction) -> int:
-    pool = ins.reads + ins.writes
-    return max((a.elems_per_partition for a in pool), default=1)
-
-
-def _all_16bit(ins: Instruction) -> bool:
-    return all(a.dtype in _SIXTEEN_BIT for a in ins.reads + ins.writes)
-
-
-def _vector_fast_factor(ins: Instruction, spec: HardwareSpec) -> float:
-    """trn2/trn3 VectorE perf modes for 16-bit data (§4.1)."""
-    if not spec.dve_fast_modes or not _all_16bit(ins):
-        return 1.0
-    mems = {a.memory for a in ins.reads + ins.writes}
-    contiguous = all(a.contiguous for a in ins.reads + ins.writes)
-    if ins.op in ("tensor_copy", "tensor_scalar"):
-        return 4.0 if mems == {"sbuf"} and contiguous else 2.0
-    if ins.op == "tensor_tensor" and all(a.memory == "sbuf" for a in ins.reads):
-        return 2.0
-    return 1.0
-
-
-def _compute_cycles(ins: Instruction, spec: HardwareSpec) -> float:
-    op, n, ii = ins.op, _n(ins), spec.min_ii
-    attrs = ins.attrs
-    if op == "nc_matmul":
-        cyc = max(min(64, attrs.get("M", n)), attrs.get("N", n))
-        if attrs.get("fp32"):
-            cyc *= 2 if attrs.get("onezero") else 4
-        return cyc
-    if op == "nc_transpose":
-        if ins.engine == "tensor":
-            return max(attrs.get("P", 128), min(64, attrs.get("F", n)))
-        return max(ii, n)
-    if op == "activation":
-        return max(ii, n)
-    if op == "activation_reduce":
-        return max(ii, n) + ii
-    if op in ("tensor_scalar", "tensor_copy"):
-        return max(ii, n) / _vector_fast_factor(ins, spec) if ins.engine == "vector" else max(ii, n)
-    if op == "tensor_tensor":
-        mems = [a.memory for a in ins.reads]
-        one_psum = len(mems) == 2 and sorted(mems) == ["psum", "sbuf"]
-        fast_alu = attrs.get("alu") in ("add", "multiply", "subtract") and _all_16bit(ins) and all(a.contiguous for a in ins.reads)
-        cyc = max(ii, n) if (one_psum or fast_alu) else max(ii, 2 * n)
-        return cyc / (_vector_fast_factor(ins, spec) if not one_psum else 1.0)
-    if op == "scalar_tensor_tensor":
-        fast = attrs.get("alu") == ("subtract", "multiply") and _all_16bit(ins) and n % 2 == 0
-        return max(ii, n if fast else 2 * n)
-    if op == "tensor_reduce":
-        fast = _all_16bit(ins) and attrs.get("alu") in ("add", "maximum")
-        return max(ii, n / 2 if fast else n)
-    if op in ("tensor_scalar_reduce", "tensor_scalar_cumulative"):
-        return max(ii, n) + ii
-    if op == "tensor_tensor_scan":
-        return max(ii, 2 * n)
-    if op == "tensor_copy_predicated":
-        mems = {a.memory for a in ins.reads}
-        return max(ii, n) if len(mems) > 1 else max(ii, 2 * n)
-    if op == "memset":
-        zero16 = attrs.get("value") == 0.0 and _all_16bit(ins)
-        return max(ii, n / 2 if zero16 else n)
-    if op == "reciprocal":
-        return max(ii, 8 * n)
-    if op == "bn_stats":
-        return max(ii, n)
-    if op == "bn_aggr":
-        return max(ii, 13 * n / 3)
-    if op in ("iota", "affine_select", "local_gather"):
-        return spec.gpsimd_start_cycles + n
-    if op == "tensor_partition_reduce":
-        return spec.gpsimd_start_cycles + 2 * n  # assumption: no documented formula
-    if op in ("max8", "nc_find_index8"):
-        return max(ii, n)
-    if ins.engine == "gpsimd":
-        return spec.gpsimd_start_cycles + n
-    return max(ii, n)
-
-
 def dma_efficiency(chunk: int, spec: HardwareSpec) -> float:
     """Fraction of peak DMA bandwidth reached with ``chunk`` contiguous bytes per descriptor.
 
@@ -188,7 +120,7 @@ def _queue_share(sides: list[Access], nbytes: int) -> int:
     return math.ceil(max(on_chip) / 8) if on_chip else math.ceil(nbytes / _QUEUE_TRANSFER_BYTES)
 
 
-def _dma_cost(ins: Instruction, spec: HardwareSpec) -> Cost:
+def _dma_cost(ins: Instruction, attrs: CostAttrs, spec: HardwareSpec) -> Cost:
     """Queues, chunk efficiency, bytes and time of one DMA.
 
     Its bytes cross the queues once per side that lies in HBM (and at least once): an HBM → HBM
@@ -213,10 +145,12 @@ def _dma_cost(ins: Instruction, spec: HardwareSpec) -> Cost:
     hbm_write = dst.nbytes if dst is not None and dst.memory not in ("sbuf", "psum") else 0
     moved = max(nbytes, hbm_read + hbm_write)
     transfer = moved / (queues * spec.dma_bytes_per_ns_per_queue * eff)
-    fixed = spec.dma_hwdge_fixed_ns if ins.attrs.get("dge_mode") == 2 else spec.dma_fixed_ns
+    fixed = spec.dma_hwdge_fixed_ns if isinstance(attrs, DmaAttrs) and attrs.dge_mode == 2 else spec.dma_fixed_ns
     accesses = ins.reads + ins.writes
     shortest = min(contiguous_run_bytes(a) for a in accesses) if accesses else None
-    return Cost("dma", spec.dma_issue_ns + transfer, fixed + transfer, queues=queues, hbm_read=hbm_read, hbm_write=hbm_write, chunk=shortest)
+    return Cost(
+        "dma", spec.dma_issue_ns + transfer, fixed + transfer, queues=queues, hbm_read=hbm_read, hbm_write=hbm_write, chunk=shortest
+    )
 
 
 def _data_only(ins: Instruction) -> Instruction:
@@ -244,20 +178,29 @@ class UnpricedInstruction(ValueError):
 def instruction_cost(ins: Instruction, spec: HardwareSpec) -> Cost:
     """Occupancy and latency of ``ins`` on ``spec`` (see module docstring)."""
     ins = _data_only(ins)
-    if ins.engine == "dma":
-        return _dma_cost(ins, spec)
     engine = ins.engine
-    if engine not in COMPUTE_ENGINES and not (engine == "sync" and ins.op in SYNC_OPS):
+    if engine != "dma" and engine not in COMPUTE_ENGINES and not (engine == "sync" and ins.op in SYNC_OPS):
         raise UnpricedInstruction(
             f"{ins.location}: cannot price {ins.op} on engine {engine!r}: the model prices compute on "
             f"{', '.join(COMPUTE_ENGINES)}, data movement on dma and only register operations on sync"
         )
-    cycles = _compute_cycles(ins, spec)
+    rule = rule_for(ins.op)
+    if rule is None:
+        raise UnpricedInstruction(f"{ins.location}: no cost rule for {ins.op}: every instruction needs one in nkiagent/perf/rules.py")
+    declared = REGISTRY.get(ins.op)
+    if declared is not None and engine not in declared.engines:
+        raise UnpricedInstruction(
+            f"{ins.location}: cannot price {ins.op} on engine {engine!r}: the ISA runs it on {'|'.join(declared.engines)} only"
+        )
+    attrs = (declared.attrs if declared is not None else NoAttrs).of(ins.op, ins.attrs)
+    if rule.cycles is None:
+        if engine != "dma":
+            raise UnpricedInstruction(f"{ins.location}: cannot price the DMA {ins.op} on engine {engine!r}: DMAs run on the dma queues")
+        return _dma_cost(ins, attrs, spec)
+    if engine == "dma":
+        raise UnpricedInstruction(f"{ins.location}: cannot price the compute instruction {ins.op} on the dma queues")
+    cycles = rule.cycles(ins, attrs, spec)
     if engine != "tensor":
         cycles = cycles * _strided_penalty(ins.reads + ins.writes) + spec.access_overhead_cycles
     ns = cycles / spec.engine_ghz(engine)
-    flops = 0.0
-    if ins.op == "nc_matmul":
-        a = ins.attrs
-        flops = 2.0 * a.get("K", 0) * a.get("M", 0) * a.get("N", 0)
-    return Cost(engine, ns, ns, cycles=cycles, flops=flops)
+    return Cost(engine, ns, ns, cycles=cycles, flops=flops(ins, attrs))

@@ -11,6 +11,7 @@ from nkiagent.agent.cheatsheet import render_cheatsheet
 from nkiagent.agent.prompts import render
 from nkiagent.emu import isa
 from nkiagent.emu.facade import api_module
+from nkiagent.emu.registry import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,11 +21,27 @@ def test_committed_cheatsheet_is_what_the_emulator_generates() -> None:
     assert (ROOT / "prompts" / "nki_cheatsheet.md").read_text() == render_cheatsheet()
 
 
-def test_cheatsheet_lists_every_supported_isa_instruction() -> None:
-    sheet = render_cheatsheet()
-    public = api_module("nki.isa", isa)
-    for name in ("nc_matmul", "dma_copy", "tensor_tensor", "activation", "tensor_reduce"):
-        assert name in public.__all__ and f"- nisa.{name}(" in sheet
+@pytest.mark.parametrize("op", sorted(REGISTRY))
+def test_cheatsheet_lists_every_registered_instruction_with_its_engines(op: str) -> None:
+    d = REGISTRY[op]
+    (line,) = [ln for ln in render_cheatsheet().splitlines() if ln.startswith(f"- nisa.{op}(")]
+    assert op in api_module("nki.isa", isa).__all__
+    assert d.summary in line and all(e in line.rsplit("[", 1)[1] for e in d.engines)
+
+
+@pytest.mark.parametrize("op", ["tensor_scalar_cumulative", "nc_matmul", "local_gather"])
+def test_nki_docs_serves_an_instructions_rules_example_and_cost(op: str) -> None:
+    """The page comes from the op's declaration and its cost rule, not from a hand-written copy."""
+    from nkiagent.agent.tools import nki_docs
+    from nkiagent.perf.rules import rule_for
+
+    d = REGISTRY[op]
+    page = nki_docs(None, f"nisa.{op}").content.split("\n\n## ")[0]  # type: ignore[arg-type]  (the tool does not use its context)
+    assert page.startswith(f"## nisa.{op} ({d.family})\nnisa.{op}(")
+    rule = rule_for(op)
+    assert rule is not None
+    for text in (d.summary, *d.rules, f"Example: {d.example}", f"Cost: {rule.basis}"):
+        assert text in page
 
 
 def test_templates_fail_on_a_missing_value() -> None:

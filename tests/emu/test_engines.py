@@ -50,7 +50,7 @@ SINGLE = {
     "max8": "vector", "nc_find_index8": "vector", "nc_match_replace8": "vector", "nc_stream_shuffle": "vector",
     "tensor_partition_reduce": "gpsimd", "iota": "gpsimd", "affine_select": "gpsimd", "local_gather": "gpsimd",
     "nc_n_gather": "gpsimd", "dma_copy": "dma", "dma_transpose": "dma", "register_alloc": "sync", "register_move": "sync",
-    "register_load": "sync", "register_store": "sync",
+    "register_load": "sync", "register_store": "sync", "nonzero_with_count": "gpsimd",
 }  # fmt: skip
 HINTS = {"tensor_copy": "; on trn1 copy on ScalarE with nisa.activation(op=nl.copy)"}
 X = np.random.default_rng(0).standard_normal((32, 32)).astype(np.float32)
@@ -60,15 +60,19 @@ def _instructions(module: Any) -> set[str]:
     """The instructions a module defines: its public functions, less the one query that is not an instruction."""
     return {
         n for n, f in vars(module).items()
-        if inspect.isfunction(f) and not n.startswith("_") and f.__module__ in ("nkiagent.emu.isa", "nkiagent.emu.isa_more")
+        if inspect.isfunction(f) and not n.startswith("_") and f.__module__.startswith("nkiagent.emu.instructions.")
     } - {"get_nc_version"}  # fmt: skip
+
+
+#: Where the functions of each API's ``isa`` namespace are defined.
+_DEFINED_IN = {"nkiagent.emu.isa": "nkiagent.emu.instructions.", "nkiagent.emu.legacy.isa": "nkiagent.emu.legacy.isa"}
 
 
 def _takes_engine(module: Any) -> set[str]:
     """The instructions of ``module`` (0.3 ``isa`` or the 0.1 front-end) with an ``engine`` parameter."""
     return {
         n for n, f in vars(module).items()
-        if inspect.isfunction(f) and f.__module__ == module.__name__.replace(".isa_more", ".isa") and "engine" in inspect.signature(f).parameters
+        if inspect.isfunction(f) and f.__module__.startswith(_DEFINED_IN[module.__name__]) and "engine" in inspect.signature(f).parameters
     }  # fmt: skip
 
 
@@ -95,7 +99,8 @@ def test_single_engine_rows(op: str) -> None:
 
 def _emu_sources() -> list[Path]:
     root = Path(engines.__file__).parent
-    return [root / "isa.py", root / "isa_more.py", root / "language.py", root / "ops.py"]
+    families = [p for p in sorted((root / "instructions").glob("*.py")) if p.stem not in ("__init__", "common")]
+    return families + [root / "language.py", root / "ops.py"]
 
 
 def _recorded(path: Path) -> list[tuple[str | None, str, int]]:

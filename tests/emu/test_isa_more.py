@@ -1,4 +1,4 @@
-"""Second-tier ISA ops (``nkiagent.emu.isa_more``): NumPy-checked semantics and hardware-rule errors.
+"""Second-tier ISA ops (``nkiagent.emu.instructions``, formerly ``isa_more``): NumPy-checked semantics and hardware-rule errors.
 
 Every kernel follows the 0.3+ calling convention: DMA the HBM inputs into SBUF, run the op,
 DMA the result into a ``shared_hbm`` output.
@@ -996,3 +996,39 @@ def test_ops_record_one_instruction_on_their_engine_even_timing_only() -> None:
         }
         counts = trace.counts()
         assert all(counts[op] == 1 for op in engines)
+
+
+# --------------------------------------------------------------------------------------------
+# nonzero_with_count
+# --------------------------------------------------------------------------------------------
+def _nonzero_kernel(index_offset: Any = 16, padding_val: Any = -1, dst_dtype: Any = nl.int32, extra: int = 1) -> Callable[..., Any]:
+    def k(a):
+        d = _tile((a.shape[0], a.shape[1] + extra), dst_dtype)
+        nisa.memset(dst=d, value=7)
+        nisa.nonzero_with_count(dst=d, src=_sb(a), index_offset=index_offset, padding_val=padding_val)
+        return _out(d)
+
+    return k
+
+
+def test_nonzero_with_count_matches_the_documented_example_on_each_gpsimd_cores_first_partition() -> None:
+    a = (RNG.random((128, 8)) < 0.4).astype(np.float32)
+    a[0] = [0, 1, 1, 0, 0, 1, 0, 0]  # the AWS page's example row
+    got = _run(_nonzero_kernel(), a)
+    assert got[0].tolist() == [17, 18, 21, -1, -1, -1, -1, -1, 3]
+    for p in range(128):
+        if p % 16:
+            assert (got[p] == 7).all(), f"partition {p} is not one a GpSimd core reads: left as it was"
+        else:
+            idx = np.flatnonzero(a[p]) + 16
+            assert got[p].tolist() == [*idx, *[-1] * (8 - idx.size), idx.size]
+
+
+@pytest.mark.parametrize(("kernel", "target", "code", "text"), [
+    (_nonzero_kernel(), "trn1", "err_isa_unsupported_target", "nonzero_with_count is only available on trn2 (NeuronCore-v3) and newer"),
+    (_nonzero_kernel(extra=0), "trn2", "err_nonzero_dst_shape", "dst must hold one more element per partition than src (the count goes last): 9"),
+    (_nonzero_kernel(index_offset=200, dst_dtype=nl.int8), "trn2", "err_nonzero_dst_dtype", "dst dtype int8 cannot hold every value it may receive ([-1, 207]"),
+    (_nonzero_kernel(padding_val=-1.5), "trn2", "err_nonzero_operand", "nonzero_with_count padding_val must be an int, got -1.5"),
+])  # fmt: skip
+def test_nonzero_with_count_refuses(kernel: Callable[..., Any], target: str, code: str, text: str) -> None:
+    _fails(kernel, (np.ones((128, 8), np.float32),), code, text, target=target)

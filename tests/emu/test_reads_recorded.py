@@ -25,9 +25,11 @@ import numpy as np
 import pytest
 
 from nkiagent import emu
+from nkiagent.emu import instructions
 from nkiagent.emu import isa as emu_isa
 from nkiagent.emu import language as emu_language
 from nkiagent.emu import ops as emu_ops
+from nkiagent.emu.instructions import elementwise
 from nkiagent.emu.tensor import NkiTensor
 from nkiagent.emu.trace import Instruction, Region
 
@@ -128,10 +130,15 @@ def _audited(trace: emu.Trace, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Aud
         finally:
             audit.flushing -= 1
 
-    for module in (emu_ops, emu_isa):  # (isa calls the one it imported)
-        monkeypatch.setattr(module, "flush_matmul_group", flushing)
+    for module in (emu_ops, *_FAMILIES):  # (an op module calls the one it imported)
+        if hasattr(module, "flush_matmul_group"):
+            monkeypatch.setattr(module, "flush_matmul_group", flushing)
     yield audit
     audit.finish()
+
+
+#: The op-family modules (each imports the shared helpers it calls).
+_FAMILIES = [m for m in vars(instructions).values() if isinstance(m, types.ModuleType)]
 
 
 def _audit(kernel: Callable[..., Any], args: tuple[Any, ...], monkeypatch: pytest.MonkeyPatch, target: str = "trn2") -> list[str]:
@@ -293,6 +300,6 @@ def test_the_audit_catches_a_read_left_out_of_a_record(monkeypatch: pytest.Monke
     def forgetful(ctx: Any, op: str, engine: str, reads: Any, writes: Any, **attrs: Any) -> None:
         real(ctx, op, engine, [r for r in reads if r[0] != "bias"], writes, **attrs)
 
-    monkeypatch.setattr(emu_isa, "record", forgetful)
+    monkeypatch.setattr(elementwise, "record", forgetful)
     missing = _audit(activation_with_scale_and_bias, (X,), monkeypatch)
     assert len(missing) == 1 and missing[0].startswith("isa.activation: `") and missing[0].endswith("is read but not recorded by activation")

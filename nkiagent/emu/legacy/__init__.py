@@ -16,19 +16,13 @@ launcher selects it with ``run_kernel(..., api="0.1")``. Documented differences 
 toolchain: float64 kernel arguments are stored as float32 (the legacy simulator computed in
 fp32 too); instances of an SPMD grid, and iterations of every loop, run one after another.
 
-Importing this package installs its hooks in :mod:`nkiagent.emu.tensor`; they act only while
-a 0.1 kernel runs.
+Importing this package changes nothing elsewhere: a 0.1 launch gives its run the legacy
+:mod:`.dialect` (``ctx.dialect``), which the tensor code consults, so the import order of the
+two front-ends does not matter.
 """
 
 from __future__ import annotations
 
-from .. import tensor as _tensor
-from . import compiler, frontend, grid, isa, language, runtime
+from . import compiler, dialect, frontend, grid, isa, language, runtime
 
-_tensor.index_hook = grid.index_hook
-_tensor.slice_hook = grid.slice_hook
-_tensor.assign_hook = runtime.assign
-_tensor.attr_hook = language._tile_method
-_tensor.legacy_ops = language
-
-__all__ = ["compiler", "frontend", "grid", "isa", "language", "runtime"]
+__all__ = ["compiler", "dialect", "frontend", "grid", "isa", "language", "runtime"]

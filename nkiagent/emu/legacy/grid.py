@@ -71,8 +71,13 @@ class IndexGrid:
     """
 
     __slots__ = ("coef", "const", "size", "values", "vars")
-    _nki_index_grid = True  # NkiTensor.__getitem__ routes subscripts holding one to index_hook
+    _nki_index_grid = True  # NkiTensor.__getitem__ routes subscripts holding one to _nki_subscript
     __array_ufunc__ = None  # numpy scalars on the left defer to our reflected operators
+
+    @staticmethod
+    def _nki_subscript(t: NkiTensor, index: tuple[Any, ...]) -> NkiTensor:
+        """``t[index]`` for an index holding grids (:func:`index_hook`): the grid brings its indexing along."""
+        return index_hook(t, index)
 
     def __init__(
         self, const: int, coef: tuple[int, ...], size: tuple[int, ...], vars: tuple[frozenset[int], ...], values: np.ndarray | None = None

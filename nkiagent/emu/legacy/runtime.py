@@ -347,6 +347,9 @@ class Launch:
         self.state = LegacyState(code)
         ctx.legacy = self.state
         ctx.write_hook = on_write
+        from .dialect import legacy_dialect  # (it imports the 0.1 nl, which imports this module)
+
+        ctx.dialect = legacy_dialect()
         self.where = f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "<kernel>:0"
         names = code.co_varnames[: code.co_argcount] if code is not None else ()
         annotations = getattr(fn, "__annotations__", {}) or {}
@@ -582,7 +585,7 @@ class LoopReduce:
 
 
 def assign(dst: NkiTensor, value: Any) -> None:
-    """``dst = value`` in a 0.1 kernel (``tensor.assign_hook``): ``dst`` is the already indexed target."""
+    """``dst = value`` in a 0.1 kernel (the legacy dialect's ``assign``): ``dst`` is the already indexed target."""
     ctx = current()
     if isinstance(value, LoopReduce):
         value.into(dst)

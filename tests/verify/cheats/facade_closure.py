@@ -6,7 +6,7 @@ REASON: static gate [dunder-attribute]
 
 ``nl.__dict__`` only holds the public names the facade has forwarded so far, but the
 facade class's ``__getattr__`` is a closure over the implementation module. Its cells give
-back ``nkiagent.emu.language`` with ``current``/``write``, and through its ``isa`` the
+back ``nkiagent.emu.language`` with ``current``/``write``, and through its ``isa`` (and the op modules it imports) the
 ``f32`` reader: SiLU is computed in NumPy between one load and one store per tile.
 """
 
@@ -26,7 +26,7 @@ def kernel(x):
         rows = nl.ds(i * 128, 128)
         t = nl.ndarray((128, d), dtype=x.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=t, src=x[rows, :])
-        v = _impl.isa.f32(t)
+        v = _impl.isa._instructions.elementwise.f32(t)
         _impl.write(_impl.current(), t, v / (np.float32(1.0) + np.exp(-v)))
         nisa.dma_copy(dst=out[rows, :], src=t)
     return out

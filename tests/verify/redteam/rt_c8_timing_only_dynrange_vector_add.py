@@ -11,7 +11,7 @@ issue-18 fixes (064c209): pass, latency_us 74.782, baseline_latency_us 106.503, 
 In a compute run (every verifier run, and ``profile`` without --timing-only) reg == 1 and
 the body (full-row tiles: load a, load b, add, store) runs once: a correct vector_add.  In
 ``profile --timing-only`` (documented: "run control flow and the instruction stream without
-computing numbers"), ``register_load`` sets the register to 0 (isa_more.register_load: "In
+computing numbers"), ``register_load`` sets the register to 0 (instructions.registers.register_load: "In
 timing-only runs there are no values, so the register reads 0"), the dynamic loop is empty,
 and only a one-element fallback store (needed so the output counts as written) remains.
 """
