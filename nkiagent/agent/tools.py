@@ -212,12 +212,17 @@ def profile(ctx: AgentContext, path: str) -> ToolResult:
 
 
 def _doc_sections() -> list[tuple[str, str]]:
-    """The ``nki_docs`` corpus: the prompts' markdown sections, then one page per ``nki.isa`` instruction (from the registry)."""
+    """The ``nki_docs`` corpus: what the system prompt does not hold already — one page per ``nki.isa``
+    instruction (from the registry), the cost model's DMA and scheduling pages, and the prompts'
+    markdown other than the cheat-sheet (which the system prompt carries whole)."""
     from .cheatsheet import instruction_docs
+    from .model_docs import cost_model_pages
 
     sections: list[tuple[str, str]] = []
     for d in asset_dirs("prompts"):
         for path in sorted(d.glob("*.md")):
+            if path.name == "nki_cheatsheet.md":
+                continue
             title, body = path.stem, []
             for line in path.read_text().splitlines():
                 if line.startswith("#"):
@@ -228,23 +233,43 @@ def _doc_sections() -> list[tuple[str, str]]:
                     body.append(line)
             if body:
                 sections.append((title, "\n".join(body)))
-    return sections + instruction_docs()
+    return sections + instruction_docs() + cost_model_pages()
+
+
+#: Characters of pages one answer returns (whole pages, best first; the rest are named).
+_DOCS_BUDGET = 6000
 
 
 def nki_docs(ctx: AgentContext, query: str) -> ToolResult:
-    words = [w.lower() for w in re.findall(r"\w+", query)]
+    """Pages ranked by how well they match ``query``: rare words weigh more (a word on every page says
+    nothing), a word in the title more still; whole pages up to a budget, the other matches by title."""
+    import math
+
+    words = sorted({w.lower() for w in re.findall(r"\w+", query) if len(w) > 1})
     if not words:
         return ToolResult("error: give a few keywords", ok=False)
+    pages = [(title, body.strip()) for title, body in _doc_sections()]
+    texts = [(title.lower(), f"{title} {body}".lower()) for title, body in pages]
+    idf = {w: math.log(1 + len(pages) / (1 + sum(w in text for _, text in texts))) for w in words}
     scored = []
-    for title, body in _doc_sections():
-        text = (title + " " + body).lower()
-        score = sum(text.count(w) for w in words) + 5 * sum(w in title.lower() for w in words)
+    for (title, body), (ltitle, text) in zip(pages, texts):
+        score = sum(idf[w] * (math.log1p(text.count(w)) + 3.0 * (w in ltitle)) for w in words)
         if score:
-            scored.append((score, title, body.strip()))
+            scored.append((score, title, body))
     if not scored:
-        return ToolResult(f"no section of the NKI reference mentions {query!r}")
-    best = sorted(scored, key=lambda s: -s[0])[:3]
-    return ToolResult("\n\n".join(f"## {t}\n{b[:1800]}" for _, t, b in best))
+        return ToolResult(f"no page of the NKI reference mentions {query!r}; pages exist for every nisa instruction "
+                          "(e.g. `nisa.tensor_scalar`) and for the cost model's DMA timing and scheduling")
+    scored.sort(key=lambda s: -s[0])
+    shown, used = [], 0
+    for _, title, body in scored:
+        page = f"## {title}\n{body}"
+        if shown and used + len(page) > _DOCS_BUDGET:
+            break
+        shown.append(page)
+        used += len(page)
+    rest = [t for _, t, _ in scored[len(shown):len(shown) + 8]]
+    more = f"\n\nalso matching: {', '.join(rest)}" if rest else ""
+    return ToolResult("\n\n".join(shown) + more)
 
 
 def submit(ctx: AgentContext, path: str, summary: str) -> ToolResult:

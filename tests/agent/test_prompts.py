@@ -59,3 +59,22 @@ def test_review_feedback_renders_with_or_without_the_reviewers_words(raw: dict[s
 
     text = render("feedback.md.j2", decision=_normalize_decision(raw, 3), path="kernels/k.py", total=3, commit="", evaluation="")
     assert text.strip() == expect
+
+
+@pytest.mark.parametrize(("query", "first"), [
+    ("how are DMA transfers timed, queues and bandwidth", "cost model: DMA timing, queues and bandwidth"),
+    ("does instruction order matter, dependences", "cost model: scheduling, dependences and instruction order"),
+    ("affine_select causal mask", "nisa.affine_select (selection and top-8)"),
+])
+def test_nki_docs_answers_with_what_the_system_prompt_does_not_hold(query: str, first: str) -> None:
+    from nkiagent.agent.prompts import system_prompt
+    from nkiagent.agent.tools import nki_docs
+
+    answer = nki_docs(None, query).content  # type: ignore[arg-type]  (the tool does not use its context)
+    pages = answer.split("\n\nalso matching: ")[0].split("\n\n## ")
+    assert pages[0].startswith(f"## {first}\n")
+    prompt = system_prompt("trn2")
+    for page in pages:
+        body = page.split("\n", 1)[1]
+        assert body not in prompt  # never a copy of the cheat-sheet the model already has
+    assert len(answer) <= 6000 + 2000  # whole pages within the budget (the first one always whole)

@@ -1,0 +1,48 @@
+"""``nki_docs`` pages on how the cost model times DMAs and schedules instructions, generated from its own constants.
+
+Models asked these questions in every trial ("how are DMAs costed?", "does instruction order
+matter?") and the cheat-sheet does not answer them; the numbers here are read from
+:mod:`nkiagent.perf.specs` and the DMA efficiency curve, so they are the ones the cost model uses.
+"""
+
+from __future__ import annotations
+
+__all__ = ["cost_model_pages"]
+
+
+def cost_model_pages() -> list[tuple[str, str]]:
+    """(title, body) pages: the DMA cost curve per target, and the scheduling model."""
+    from ..perf.cost import dma_efficiency
+    from ..perf.specs import get_spec
+
+    specs = [get_spec(t) for t in ("trn1", "trn2", "trn3")]
+    rows = "\n".join(
+        f"- {s.name}: {s.dma_queues} queues × {s.dma_bytes_per_ns_per_queue:g} B/ns = {s.dma_bytes_per_ns:g} B/ns peak; HBM {s.hbm_gbps:g} GB/s "
+        f"per NeuronCore; fixed latency {s.dma_fixed_ns:g} ns per DMA ({s.dma_hwdge_fixed_ns:g} ns for hardware-DGE DMAs); each DMA also "
+        f"occupies its queues {s.dma_issue_ns:g} ns to issue" for s in specs)
+    trn2 = get_spec("trn2")
+    curve = ", ".join(f"{c} B → {100 * dma_efficiency(c, trn2):.0f}%" for c in (64, 128, 256, 512, 1024, 2048, 4096, 8192))
+    dma = f"""How the cost model times a DMA (dma_copy, spills, transposes; `emulator-estimate`):
+{rows}
+- Efficiency by the shortest contiguous run of bytes per partition on either side (the chunk): {curve}.
+  Below {trn2.dma_small_chunk} B a DMA is overhead-bound; from {trn2.dma_full_chunk} B it runs at full rate.
+- Queues: a DMA spreads over one queue per 8 partitions of its on-chip side (128 partitions → all 16), else one per 32 KiB.
+- Time on its queues = issue + bytes / (queues × B/ns per queue × efficiency); it ends (its result is visible) after the
+  fixed latency plus that transfer time. An HBM → HBM copy moves its bytes twice (read and write).
+- Several DMAs in flight share the queues: independent DMAs overlap as far as free queues allow, so a DMA issued
+  early hides under compute; a chain of dependent DMAs pays the fixed latency each time.
+- dma_transpose: trn1 at the element size's efficiency; trn2/trn3 at 90% (from HBM) or 50% (on chip) of a copy's."""
+    sched = f"""How the cost model schedules instructions (`emulator-estimate`):
+- Each engine (TensorE, VectorE, ScalarE, GpSimd, and Sync for registers) runs its instructions one at a time; DMAs run
+  on the queues above. An instruction starts when its engine is free and every instruction it depends on has ended.
+- Dependences are true memory overlaps: read-after-write, write-after-read and write-after-write on overlapping
+  addresses. On-chip memory is tracked by physical address, so a buffer the allocator reuses carries its dependences
+  (allocate tiles inside the loop to double-buffer); HBM by tensor and byte range; registers and the VectorE
+  accumulators are memories of their own.
+- Order: an engine may run a later independent instruction in an idle gap an earlier one left while waiting for
+  its operands (the compiler does not keep source order); each engine keeps a window of recent gaps.
+- A consumer woken by another engine's semaphore pays {trn2.dependency_overhead_cycles} cycles; back-to-back matmuls into one PSUM
+  bank are pipelined by TensorE without it.
+- The profile's critical path is this chain: each step starts after its operands or after its engine; idle engines
+  say which instruction they waited for. The latency is when the last instruction ends."""
+    return [("cost model: DMA timing, queues and bandwidth", dma), ("cost model: scheduling, dependences and instruction order", sched)]
