@@ -308,5 +308,18 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     return 0
 
 
+def entry() -> None:
+    """The ``nkiagent`` command: :func:`main`, and after ctrl+c an exit at once — threads still waiting on a
+    model's retry or a library import must not hold the process open (sessions are fsynced as they go)."""
+    import os
+
+    code = main()
+    if code == EXIT_INTERRUPTED:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
