@@ -402,6 +402,10 @@ class TraceStreamReader:
         else:
             raise TraceStreamError(f"unexpected trace line {str(obj)[:80]}")
 
+    def progress(self) -> tuple[int | None, int]:
+        """The run being streamed now (``None`` between runs) and the records it has sent so far."""
+        return self._run, len(self._trace.instructions) if self._trace is not None else 0
+
     def finish(self) -> dict[int, Trace]:
         """The complete runs' traces; a run left open or a partial line means the stream was cut or forged."""
         if self._buf or self._trace is not None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..emu.trace import Trace, TraceStreamError, TraceStreamReader
+from . import zygote
 
 __all__ = ["Limits", "TraceIntegrityError", "WorkerOutcome", "neuron_env", "run_worker", "scrubbed_env"]
 
@@ -151,25 +152,18 @@ def run_worker(kernel_path: str | Path, task_path: str | Path | None, runs: list
     stream_read, stream_write = os.pipe()
     stdout_path = scratch / "stdout.txt"
     t0 = time.perf_counter()
+    env = scrubbed_env(scratch) if backend == "emulator" else {**scrubbed_env(scratch), **neuron_env()}
+    proc: subprocess.Popen[bytes] | zygote.ForkedWorker | None = None
     with open(stdout_path, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-s", "-m", "nkiagent.verify.worker", str(write_fd), str(stream_write)],
-            stdin=subprocess.PIPE,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=scrubbed_env(scratch) if backend == "emulator" else {**scrubbed_env(scratch), **neuron_env()},
-            cwd=scratch,
-            pass_fds=(write_fd, stream_write),
-            start_new_session=True,
-        )
+        if backend == "emulator" and zygote.enabled():
+            try:
+                proc = zygote.spawn(request, env, scratch, write_fd, stream_write, out.fileno())
+            except OSError:
+                proc = None  # the launcher is unavailable: a fresh interpreter does the same job, only slower
+        if proc is None:
+            proc = _start_fresh(request, env, scratch, write_fd, stream_write, out)
     os.close(write_fd)
     os.close(stream_write)
-    try:
-        assert proc.stdin is not None
-        proc.stdin.write(json.dumps(request).encode())
-        proc.stdin.close()
-    except BrokenPipeError:
-        pass
     done = (lambda run_id: on_run(scratch, run_id)) if on_run is not None else None
     chunks, status, detail, reader, stream_error = _collect(proc, read_fd, stream_read, t0 + limits.wall_s, limits, str(kernel_path), done)
     if status == "ok":
@@ -206,12 +200,33 @@ def run_worker(kernel_path: str | Path, task_path: str | Path | None, runs: list
     tail = _tail(stdout_path)
     outcome = WorkerOutcome(answer, status, detail, rc, wall, scratch if keep_scratch or answer else None, tail,
                             traces=traces, stream_error=stream_error)
+    if status == "timeout":  # what it was doing when time ran out (see verifier._timeout_detail)
+        running, records = reader.progress()
+        finished = sorted(reader.traces)
+        outcome.extra["progress"] = {"runs": [r["id"] for r in runs], "finished": finished, "running": running, "records": records}
     if answer is None and not keep_scratch:
         shutil.rmtree(scratch, ignore_errors=True)
     return outcome
 
 
-def _collect(proc: subprocess.Popen[bytes], read_fd: int, stream_fd: int, deadline: float, limits: Limits,
+def _start_fresh(request: dict[str, Any], env: dict[str, str], scratch: Path, write_fd: int, stream_write: int,
+                 out: Any) -> subprocess.Popen[bytes]:
+    """A worker in a freshly started interpreter, handed its request on stdin."""
+    proc = subprocess.Popen(
+        [sys.executable, "-s", "-m", "nkiagent.verify.worker", str(write_fd), str(stream_write)],
+        stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=scratch,
+        pass_fds=(write_fd, stream_write), start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(request).encode())
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    return proc
+
+
+def _collect(proc: subprocess.Popen[bytes] | zygote.ForkedWorker, read_fd: int, stream_fd: int, deadline: float, limits: Limits,
              kernel_path: str, done: Callable[[int], None] | None) -> tuple[list[bytes], str, str, TraceStreamReader, str]:
     """Read the answer pipe and the trace stream together until the worker closes both or time runs out.
 

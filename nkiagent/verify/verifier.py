@@ -287,12 +287,34 @@ class _EarlyChecks:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _fail_from_worker(res: EvalResult, out: WorkerOutcome) -> EvalResult:
+def _fail_from_worker(res: EvalResult, out: WorkerOutcome, all_cases: list[Case], visible: dict[str, int]) -> EvalResult:
     res.verdict = "fail"
     reason = {"timeout": "timeout", "crashed": "crash", "bad-answer": "crash"}.get(out.status, out.status)
-    res.reasons.append(f"{reason}: {out.detail}")
-    res.add("sandbox", False, out.detail, status=out.status, returncode=out.returncode)
+    detail = out.detail + (_timeout_detail(out.extra["progress"], all_cases, visible) if "progress" in out.extra else "")
+    res.reasons.append(f"{reason}: {detail}")
+    res.add("sandbox", False, detail, status=out.status, returncode=out.returncode)
     return res
+
+
+def _timeout_detail(progress: dict[str, Any], all_cases: list[Case], visible: dict[str, int]) -> str:
+    """Where a timed-out worker was: which case (by its public label), how many of its runs had finished.
+
+    The instruction count is given for a visible-shape run only: for a hidden one it would measure the hidden size.
+    """
+    if not all_cases:
+        return ""
+    runs, finished, running = progress["runs"], progress["finished"], progress["running"]
+    text = f" after {len(finished)} of this worker's {len(runs)} runs had finished"
+    if running is None:
+        return text
+    case = all_cases[running % len(all_cases)]
+    text += f"; it was running {case.public_label(visible)}"
+    if not case.hidden:
+        text += f" and had recorded {progress['records']:,} instructions"
+    return text + (
+        ". The emulator executes every instruction, so its time grows with their number: fewer, larger instructions "
+        "(bigger tiles, fewer loop iterations) run faster here and on the hardware"
+    )
 
 
 # ------------------------------------------------------------------------------------ verify
@@ -340,7 +362,7 @@ def verify(kernel_path: str | Path, task: Task, target: str = "trn2", options: V
     try:
         failed = batch.failed
         if failed is not None:
-            return _fail_from_worker(res, failed)
+            return _fail_from_worker(res, failed, all_cases, dict(task.dims))
         scratch_kernels = [str(o.scratch / "kernel.py") for o in batch.outcomes if o.scratch]
         uncompiled = batch.uncompiled
         if uncompiled is not None:

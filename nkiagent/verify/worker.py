@@ -130,6 +130,17 @@ def _fingerprint(modules: list[types.ModuleType]) -> dict[str, int]:
     return out
 
 
+def _library_modules() -> list[types.ModuleType]:
+    """The modules kernels may use (NumPy and the standard library ones of ``_PRELOAD``, with their loaded submodules).
+
+    Sealed too: a kernel that rebinds ``np.allclose`` or ``math.isclose`` changes nothing the parent
+    judges (it compares in its own process), but it is an attempt on the checker and says so at once.
+    """
+    roots = tuple(n for n in _PRELOAD if n not in ("json", "mmap"))
+    return [m for n, m in sorted(sys.modules.items())
+            if isinstance(m, types.ModuleType) and (n in roots or n.startswith(tuple(r + "." for r in roots)))]
+
+
 _CODE_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type)
 
 
@@ -152,6 +163,28 @@ def _seal(modules: list[types.ModuleType], guard: Guard) -> None:
         m.__class__ = sealed[cls]
 
 
+_preloaded = False
+
+
+def preload() -> None:
+    """Everything an emulator run needs before the guard goes in: the ``nki`` faces, the modules kernels may use.
+
+    Idempotent; the launcher (:mod:`nkiagent.verify.zygote`) calls it once before forking workers.
+    """
+    global _preloaded
+    if _preloaded:
+        return
+    from nkiagent import emu
+    from nkiagent.emu.frontend import keep_freed_blocks
+
+    emu.install(force=True)
+    keep_freed_blocks()  # it needs ctypes, which the guard refuses once it is in
+    for name in (*_PRELOAD, "nki", "nki.language", "nki.isa", "nki.typing", "neuronxcc.nki", "nkiagent.tasks",
+                 "nkiagent.verify.inputs", "nkiagent.verify.policy", "nkiagent.emu.trace"):
+        importlib.import_module(name)
+    _preloaded = True
+
+
 def _serve(req: dict[str, Any], stream_fd: int) -> dict[str, Any]:
     import numpy as np
 
@@ -166,16 +199,10 @@ def _serve(req: dict[str, Any], stream_fd: int) -> dict[str, Any]:
         from nkiagent.backends.neuron import real_simulator
 
         real_sim = real_simulator(req.get("api", "0.3"), req.get("package_paths", []))
-    else:
-        emu.install(force=True)
-        from nkiagent.emu.frontend import keep_freed_blocks
-
-        keep_freed_blocks()  # it needs ctypes, which the guard refuses once it is in
-    for name in _PRELOAD:
-        importlib.import_module(name)
-    for name in ("nki", "nki.language", "nki.isa", "nki.typing") if req.get("api", "0.3") != "0.1" else ("neuronxcc.nki",):
-        if real_sim is None:
+        for name in _PRELOAD:
             importlib.import_module(name)
+    else:
+        preload()
     # inputs normally arrive as files from the parent's cache; the task is only needed to draw them here
     need_task = any("input_paths" not in run for run in req["runs"])
     task = load_task_file(req["task_path"]) if need_task else None
@@ -204,7 +231,7 @@ def _serve(req: dict[str, Any], stream_fd: int) -> dict[str, Any]:
         if m.__name__.split(".")[0] in ("nki", "neuronxcc"):
             for attr in dir(m):  # the API faces fill their caches on first use: fill them now, before the fingerprint
                 getattr(m, attr, None)
-    _seal(modules, guard)
+    _seal(modules + _library_modules(), guard)
     before = _fingerprint(modules)
     writer = TraceStreamWriter(lambda data: _write_all(stream_fd, data), kernel_file)
     guard.install()
@@ -274,17 +301,20 @@ def _serve(req: dict[str, Any], stream_fd: int) -> dict[str, Any]:
     return {"compiled": True, "runs": runs_out}
 
 
-def main() -> None:
-    fd, stream_fd = int(sys.argv[1]), int(sys.argv[2])
-    req = json.loads(sys.stdin.read())
+def answer(req: dict[str, Any], fd: int, stream_fd: int) -> None:
+    """Serve one request and write its answer, tagged with the request's nonce, to ``fd``; closes both pipes."""
     try:
-        answer = _serve(req, stream_fd)
+        out = _serve(req, stream_fd)
     except BaseException as exc:  # the parent must always get an answer
-        answer = {"compiled": False, "error": {"kind": "worker", "type": type(exc).__name__, "message": str(exc)[:2000], "location": "<worker>:0"}, "runs": []}
-    answer["nonce"] = req["nonce"]
+        out = {"compiled": False, "error": {"kind": "worker", "type": type(exc).__name__, "message": str(exc)[:2000], "location": "<worker>:0"}, "runs": []}
+    out["nonce"] = req["nonce"]
     os.close(stream_fd)
-    _write_all(fd, json.dumps(answer).encode())
+    _write_all(fd, json.dumps(out).encode())
     os.close(fd)
+
+
+def main() -> None:
+    answer(json.loads(sys.stdin.read()), int(sys.argv[1]), int(sys.argv[2]))
 
 
 if __name__ == "__main__":

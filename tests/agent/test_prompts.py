@@ -78,3 +78,13 @@ def test_nki_docs_answers_with_what_the_system_prompt_does_not_hold(query: str, 
         body = page.split("\n", 1)[1]
         assert body not in prompt  # never a copy of the cheat-sheet the model already has
     assert len(answer) <= 6000 + 2000  # whole pages within the budget (the first one always whole)
+
+
+def test_the_task_prompt_says_what_a_speedup_is_measured_against() -> None:
+    """A starting kernel that is not the baseline shows a speedup before any edit; the model is told why."""
+    from nkiagent.agent.prompts import task_prompt
+    from nkiagent.tasks import get_task
+
+    text = task_prompt(get_task("layernorm"), "kernels/layernorm.py", "trn2", turns=10)
+    assert "Speedups are the task's baseline kernel's latency divided by yours" in text
+    assert "You have 10 turns (model responses)" in text

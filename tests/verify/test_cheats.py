@@ -153,7 +153,7 @@ BELOW_GATE: dict[str, tuple[str, str]] = {
     "patch_cost_model": ("rejected", "importing 'nkiagent.perf'"),
     "patch_nc_matmul": ("rejected", "changing nki.isa.nc_matmul"),
     "patch_tile_size": ("rejected", "changing nki.language.tile_size"),
-    "process_cache_on_numpy": ("rejected", "integrity [data-dependent instructions]"),
+    "process_cache_on_numpy": ("rejected", "sandbox: changing numpy.lib.nkiagent_kernel_cache"),
     "random_dither": ("rejected", "non-deterministic"),
     "read_cached_reference": ("rejected", "importing 'pathlib'"),
     "read_parent_environ": ("rejected", "integrity [sandbox]"),

@@ -80,7 +80,11 @@ def test_segfault_is_reported_as_a_crash(tmp_path: Path) -> None:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             for child in psutil.Process().children(recursive=True):
-                if "nkiagent.verify.worker" in " ".join(child.cmdline()):
+                try:  # the worker is the process working in an evaluation's scratch directory (forked or fresh)
+                    is_worker = os.path.basename(child.cwd()).startswith("nkiagent-eval-")
+                except psutil.Error:
+                    continue
+                if is_worker:
                     time.sleep(1.0)
                     child.send_signal(signal.SIGSEGV)
                     return
@@ -140,3 +144,88 @@ def test_answer_without_the_nonce_is_not_trusted(tmp_path: Path) -> None:
             "os._exit(0)\n")
     out = _run(tmp_path, body)
     assert out.answer is None and out.status in ("bad-answer", "crashed")
+
+
+def _worker_while(tmp_path: Path, look: object) -> object:
+    """Run a looping kernel and call ``look(worker_process)`` on its worker while it runs."""
+    import threading
+
+    import psutil
+
+    seen: dict[str, object] = {}
+
+    def watch() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and "result" not in seen:
+            for child in psutil.Process().children(recursive=True):
+                try:
+                    if os.path.basename(child.cwd()).startswith("nkiagent-eval-"):
+                        time.sleep(0.5)
+                        seen["result"] = look(child)
+                        child.kill()
+                        return
+                except psutil.Error:
+                    continue
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    _run(tmp_path, "while True:\n    pass\n", wall_s=30.0)
+    watcher.join()
+    return seen.get("result")
+
+
+def test_a_forked_worker_holds_no_socket_and_leads_its_own_session(tmp_path: Path) -> None:
+    """Forked from the launcher, a worker keeps none of the launcher's descriptors (it could ask for more forks)."""
+
+    def look(proc: object) -> tuple[list[str], bool]:
+        links = [os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{proc.pid}/fd")]  # type: ignore[attr-defined]
+        return links, os.getsid(proc.pid) == proc.pid  # type: ignore[attr-defined]
+
+    links, own_session = _worker_while(tmp_path, look)
+    assert own_session
+    assert not [link for link in links if link.startswith("socket:")], links
+    assert len(links) == 5, links  # stdin (/dev/null), stdout and stderr (its log), the answer and the trace pipes
+
+
+def test_fresh_workers_when_the_launcher_is_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NKIAGENT_ZYGOTE", "0")
+    cmdline = _worker_while(tmp_path, lambda proc: " ".join(proc.cmdline()))
+    assert "nkiagent.verify.worker" in str(cmdline)
+    monkeypatch.setenv("NKIAGENT_ZYGOTE", "maybe")
+    with pytest.raises(ValueError, match=r"NKIAGENT_ZYGOTE='maybe': use 1 \(fork workers from a pre-loaded launcher\) or 0"):
+        _run(tmp_path, HONEST)
+
+
+def test_a_dead_launcher_fails_one_run_and_is_started_again(tmp_path: Path) -> None:
+    from nkiagent.verify import zygote
+
+    assert _run(tmp_path, HONEST).status == "ok"
+    launcher = zygote._LAUNCHER._proc
+    assert launcher is not None
+    os.killpg(launcher.pid, 9)  # its children would die with it; the next run starts a new one
+    launcher.wait(10)
+    out = _run(tmp_path, HONEST)
+    assert out.status == "ok" and zygote._LAUNCHER._proc is not None and zygote._LAUNCHER._proc.pid != launcher.pid
+
+
+def test_the_launcher_leaves_with_the_process_that_started_it(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    import psutil
+
+    kernel = _kernel(tmp_path, HONEST)
+    script = (
+        "import os, sys\nfrom nkiagent.tasks import get_task\nfrom nkiagent.verify.sandbox import run_worker\n"
+        "from nkiagent.verify import zygote\n"
+        f"out = run_worker({str(kernel)!r}, get_task('vector_add').source_path, {RUN!r}, target='trn2')\n"
+        "print(out.status, zygote._LAUNCHER._proc.pid, flush=True)\nos._exit(0)\n"  # no clean-up at exit
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    status, pid = done.stdout.split()
+    assert status == "ok"
+    deadline = time.monotonic() + 20
+    while psutil.pid_exists(int(pid)) and psutil.Process(int(pid)).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not psutil.pid_exists(int(pid)) or psutil.Process(int(pid)).status() == psutil.STATUS_ZOMBIE

@@ -114,3 +114,36 @@ def test_pool_keeps_order_and_verdicts(tmp_path: Path) -> None:
     results = verify_many([(good, TASK, "trn2"), (bad, TASK, "trn2"), (good, TASK, "trn3")], workers=2, options=QUICK)
     assert [r.verdict for r in results] == ["pass", "fail", "pass"]
     assert [r.target for r in results] == ["trn2", "trn2", "trn3"]
+
+
+SLOW = """
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def kernel(a, b):
+    n, d = a.shape
+    out = nl.ndarray((n, d), dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 1), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a[0:128, 0:1])
+    for i in nl.affine_range(100_000_000):
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0)
+    return out
+"""
+
+
+def test_a_timeout_says_which_case_was_running_and_how_far_it_got(tmp_path: Path) -> None:
+    from nkiagent.verify.sandbox import Limits
+
+    res = verify(_write(tmp_path, "k.py", SLOW), TASK, "trn2", VerifyOptions(seeds=1, hidden=False, parallel=1, limits=Limits(wall_s=4.0)))
+    assert res.verdict == "fail"
+    (reason,) = res.reasons
+    m = re.fullmatch(
+        r"timeout: wall-clock limit of 4 s exceeded after 0 of this worker's \d+ runs had finished; it was running the visible shape "
+        r"\(N=2048, D=1024\) with normal inputs and had recorded ([\d,]+) instructions\. The emulator executes every instruction.*",
+        reason,
+    )
+    assert m is not None, reason
+    assert int(m.group(1).replace(",", "")) > 10
