@@ -169,7 +169,7 @@ def _stop_on_signals() -> None:
 def search_evaluator(kind: str, seeds: int, hidden: bool, workers: int | None = None, ray_address: str | None = None) -> Any:
     """Verification through the search's executors (``local`` pool or ``ray``): the full protocol, no cascade."""
     from ..search.evaluate import EvalJob, make_executor
-    from ..verify.inputs import DISTRIBUTIONS
+    from ..sandbox.arrays import DISTRIBUTIONS
 
     executor = make_executor(kind, workers, ray_address)
 

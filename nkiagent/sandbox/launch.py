@@ -153,7 +153,7 @@ def run_worker(kernel_path: str | Path, task_path: str | Path | None, runs: list
     t0 = time.perf_counter()
     with open(stdout_path, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-s", "-m", "nkiagent.verify.worker", str(write_fd), str(stream_write)],
+            [sys.executable, "-s", "-m", "nkiagent.sandbox.worker", str(write_fd), str(stream_write)],
             stdin=subprocess.PIPE,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -1,12 +1,12 @@
 """The evaluation worker: runs untrusted kernel code in its own process, fenced in.
 
-Started by :mod:`nkiagent.verify.sandbox` as ``python -m nkiagent.verify.worker RESULT_FD STREAM_FD``
+Started by :mod:`nkiagent.sandbox.launch` as ``python -m nkiagent.sandbox.worker RESULT_FD STREAM_FD``
 with a scrubbed environment, CPU/memory/file-size limits and its own process group. It
 reads one JSON request on stdin, builds each case's inputs itself (from task, shape, seed
 and distribution), runs the kernel on the embedded emulator with a fresh module per run,
 saves outputs as ``.npy`` in its scratch directory and writes one JSON answer, tagged with
 the request's nonce, to the result pipe. It compares nothing and decides nothing: the
-parent does that. The runtime guard (:mod:`nkiagent.verify.guard`), installed before any
+parent does that. The runtime guard (:mod:`nkiagent.sandbox.guard`), installed before any
 kernel code runs, refuses what kernel code may not do, whatever route it takes. Every run is traced, and each
 trace record is streamed to the parent on a second pipe the moment it is made
 (:class:`~nkiagent.emu.trace.TraceStreamWriter`): the copy the cost model prices never sits
@@ -158,8 +158,8 @@ def _serve(req: dict[str, Any], stream_fd: int) -> dict[str, Any]:
     from nkiagent import emu
     from nkiagent.emu.trace import TraceStreamWriter
     from nkiagent.tasks import load_task_file
-    from nkiagent.verify.inputs import make_inputs, save_array
-    from nkiagent.verify.policy import import_refusal
+    from nkiagent.sandbox.arrays import make_inputs, save_array
+    from nkiagent.sandbox.policy import import_refusal
 
     real_sim = None
     if req.get("backend") == "neuron-sim":  # AWS's simulator, imported before the guard goes in

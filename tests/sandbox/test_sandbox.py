@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from nkiagent.tasks import get_task
-from nkiagent.verify.sandbox import Limits, run_worker
+from nkiagent.sandbox.launch import Limits, run_worker
 
 TASK = get_task("vector_add")
 RUN = [{"id": 0, "dims": {"N": 128, "D": 64}, "seed": 0, "dist": "normal", "trace": False}]
@@ -80,7 +80,7 @@ def test_segfault_is_reported_as_a_crash(tmp_path: Path) -> None:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             for child in psutil.Process().children(recursive=True):
-                if "nkiagent.verify.worker" in " ".join(child.cmdline()):
+                if "nkiagent.sandbox.worker" in " ".join(child.cmdline()):
                     time.sleep(1.0)
                     child.send_signal(signal.SIGSEGV)
                     return
