@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nkiagent.traces.export import ExportOptions, export_sessions, write_rows
+from nkiagent.training.export import ExportOptions, export_sessions, write_rows
 
 SYSTEM = ("You are nkiagent, an expert AWS Trainium kernel engineer. " * 30).strip()
 KERNEL = '''import nki

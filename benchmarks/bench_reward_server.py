@@ -2,7 +2,7 @@
 
     python benchmarks/bench_reward_server.py [--kernels 24] [--batch 8] [--workers 2] [--ray]
 
-1. A :class:`~nkiagent.traces.serve.RewardServer` on this machine (``--workers`` sandboxes,
+1. A :class:`~nkiagent.training.serve.RewardServer` on this machine (``--workers`` sandboxes,
    one seed, hidden shapes on: the server's defaults) is sent ``--kernels`` distinct kernels
    of the level-1 tasks (each task's baseline with a comment that makes its hash differ, so no
    cache or in-flight sharing helps) in ``--batch``-item requests from ``--batch`` concurrent
@@ -25,8 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from nkiagent.tasks.loader import builtin_tasks
-from nkiagent.traces.env import Scorer
-from nkiagent.traces.serve import RewardServer
+from nkiagent.training.env import Scorer
+from nkiagent.training.serve import RewardServer
 
 
 def kernels(n: int, tag: str) -> list[tuple[str, str]]:

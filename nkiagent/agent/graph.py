@@ -57,7 +57,7 @@ class Runtime:
     model: Model
     tools: ToolRegistry
     ctx: AgentContext
-    session: Any  #: nkiagent.traces.store.Session
+    session: Any  #: nkiagent.sessions.store.Session
     approve: str = "auto"  #: ask | auto | never
     budget: Budget = field(default_factory=Budget)
     kernel_path: str = ""

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Settings
-from ..traces.store import Session, SessionStore, new_session_id
+from ..sessions.store import Session, SessionStore, new_session_id
 from .graph import Budget, Runtime, build_graph
 from .lock import lock_repository
 from .prompts import system_prompt, task_prompt

@@ -27,7 +27,7 @@ def _build(req: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
     from nkiagent.backends.neuron import pick_real_kernel
-    from nkiagent.verify.inputs import save_array
+    from nkiagent.sandbox.arrays import save_array
 
     for p in reversed(req.get("package_paths", [])):
         sys.path.insert(0, p)

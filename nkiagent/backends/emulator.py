@@ -51,8 +51,8 @@ def run_in_worker(res: RunResult, source: str, inputs: list[np.ndarray], kernel_
     Returns the instruction trace when ``trace`` was asked for and the run succeeded; a trace the
     kernel tampered with is an error (``kind: integrity``), never returned.
     """
-    from ..verify.inputs import save_array
-    from ..verify.sandbox import TraceIntegrityError, run_worker
+    from ..sandbox.arrays import save_array
+    from ..sandbox.launch import TraceIntegrityError, run_worker
 
     with tempfile.TemporaryDirectory(prefix="nkiagent-run-") as tmp:
         kpath = Path(tmp) / "kernel.py"

@@ -254,7 +254,7 @@ def real_simulator(api: str, package_paths: Sequence[str]) -> Any:
 
 def _driver_env(toolchain: Toolchain, core: int, target: str, lnc: int, workdir: Path) -> dict[str, str]:
     """The environment of every hardware process: one pinned core, the target, its own inspect dir."""
-    from ..verify.sandbox import neuron_env, scrubbed_env
+    from ..sandbox.launch import neuron_env, scrubbed_env
 
     env = {**scrubbed_env(workdir), **neuron_env()}
     env["PATH"] = os.environ.get("PATH", env["PATH"])  # the Neuron tools live under /opt/aws/neuron/bin and venvs
@@ -343,7 +343,7 @@ class NeuronBackend:
         Returns ``{"neff", "outputs": [paths], "cache_hit"}`` or ``{"error", "cache_hit": False}``;
         ``compile_only`` accepts a NEFF whose run failed (no device) and keeps no outputs.
         """
-        from ..verify.inputs import save_array
+        from ..sandbox.arrays import save_array
 
         key = self.cache_key(source, inputs, target, kernel_name, compile_only)
         entry = self.cache_dir / key

@@ -337,7 +337,7 @@ def session_status(events: list[dict[str, Any]]) -> tuple[str, int, str]:
 
 
 def run_sessions(args: argparse.Namespace) -> int:
-    from ..traces.store import SessionStore
+    from ..sessions.store import SessionStore
 
     store = SessionStore(Path(args.sessions_dir).resolve())
     if args.action == "list":
@@ -404,7 +404,7 @@ def run_sessions(args: argparse.Namespace) -> int:
 
 def run_undo(args: argparse.Namespace) -> int:
     from ..agent.workspace import Workspace
-    from ..traces.store import SessionStore
+    from ..sessions.store import SessionStore
 
     ws_root = Path(args.workspace).resolve()
     store = SessionStore(ws_root / "sessions")

@@ -42,7 +42,8 @@ def crosscheck(kernel_path: str | Path, task: Any, target: str, real: Any, optio
 
     from .. import __version__
     from ..backends import EmulatorBackend
-    from ..verify.inputs import DISTRIBUTIONS, InputCache, cases
+    from ..sandbox.arrays import DISTRIBUTIONS
+    from ..verify.inputs import InputCache, cases
     from ..verify.verifier import VerifyOptions, verify
 
     path = Path(kernel_path)

@@ -76,8 +76,8 @@ def _csv(text: str) -> tuple[str, ...]:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from ..traces.export import ExportOptions, export_sessions, write_hf, write_rows
-    from ..traces.schemas import openai_chat_errors, openai_preference_errors
+    from ..training.export import ExportOptions, export_sessions, write_hf, write_rows
+    from ..training.schemas import openai_chat_errors, openai_preference_errors
 
     fmt = args.format or _DEFAULT_FORMAT[args.kind]
     opts = ExportOptions(spec=args.reward, gamma=args.gamma, verdict=args.verdict, min_speedup=args.min_speedup,
@@ -123,8 +123,8 @@ def _token_counter(tokenizer: str | None) -> Any:
 
 
 def run_serve_reward(args: argparse.Namespace) -> int:
-    from ..traces.env import Scorer
-    from ..traces.serve import RewardServer
+    from ..training.env import Scorer
+    from ..training.serve import RewardServer
 
     try:
         scorer = Scorer(args.reward, seeds=args.seeds, hidden=not args.no_hidden, workers=args.workers)
@@ -169,7 +169,7 @@ def _stop_on_signals() -> None:
 def search_evaluator(kind: str, seeds: int, hidden: bool, workers: int | None = None, ray_address: str | None = None) -> Any:
     """Verification through the search's executors (``local`` pool or ``ray``): the full protocol, no cascade."""
     from ..search.evaluate import EvalJob, make_executor
-    from ..verify.inputs import DISTRIBUTIONS
+    from ..sandbox.arrays import DISTRIBUTIONS
 
     executor = make_executor(kind, workers, ray_address)
 
@@ -181,7 +181,7 @@ def search_evaluator(kind: str, seeds: int, hidden: bool, workers: int | None = 
 
 
 def run_corpus(args: argparse.Namespace) -> int:
-    from ..traces.corpus import CorpusOptions, build_corpus
+    from ..training.corpus import CorpusOptions, build_corpus
 
     if args.corpus_command != "build":
         print("usage: nkiagent corpus build --from DIR [--out DIR] …", file=sys.stderr)

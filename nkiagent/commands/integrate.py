@@ -174,7 +174,7 @@ def resolve_kernel(source: str, sessions_dir: str) -> tuple[Path, str, str | Non
     path = Path(source)
     if path.is_file():
         return path, str(path), None
-    from ..traces.store import read_events
+    from ..sessions.store import read_events
 
     sdir = Path(sessions_dir) / source
     if not (sdir / "events.jsonl").is_file():

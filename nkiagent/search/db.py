@@ -17,7 +17,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..traces.store import Session
+from ..sessions.store import Session
 
 __all__ = ["Candidate", "CandidateDB", "cell_of", "compact_evaluation_dict", "reward_of"]
 

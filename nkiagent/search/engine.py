@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ..traces.store import Session, SessionStore
+from ..sessions.store import Session, SessionStore
 from .db import Candidate, CandidateDB
 from .evaluate import EvalJob, Executor, make_executor
 from .mutate import ModelMutator, MutationRequest, Mutator, Proposal, TunableMutator, feedback_text

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..traces.store import read_events
+from ..sessions.store import read_events
 
 __all__ = ["SearchTrace", "evals_to_fraction", "load_trace", "write_report"]
 

@@ -99,7 +99,7 @@ class Task:
     reshape_output: bool = False
     #: Value distributions of the correctness protocol. Every task has normal, heavy-tailed and
     #: large inputs; one whose maths is sensitive to a large mean offset or to constant (and all
-    #: zero) rows adds ``"offset"`` / ``"constant_rows"`` (see ``nkiagent.verify.inputs``).
+    #: zero) rows adds ``"offset"`` / ``"constant_rows"`` (see ``nkiagent.sandbox.arrays``).
     distributions: tuple[str, ...] = ("normal", "heavy_tailed", "large")
     #: The task's kernels may choose their instructions from the data (registers loaded from
     #: tensors: dynamic loops, data-dependent addresses), as MoE routing or ragged batches do. Off

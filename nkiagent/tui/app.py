@@ -314,7 +314,7 @@ class NkiAgentApp(App[None]):
             await self.conversation.note(message.error, "bold red")
 
     async def _replay(self, session_dir: Path) -> None:
-        from ..traces.store import read_events
+        from ..sessions.store import read_events
 
         self.session_dir = session_dir
         meta = json.loads((session_dir / "meta.json").read_text())
@@ -452,7 +452,7 @@ class NkiAgentApp(App[None]):
         if self.session_dir is None:
             await self.conversation.note("/export needs a session", "yellow")
             return
-        from ..traces.store import read_events
+        from ..sessions.store import read_events
 
         out = Path(arg).expanduser() if arg else self.session_dir / "transcript.md"
         out.write_text(transcript_markdown(read_events(self.session_dir / "events.jsonl")))

@@ -28,8 +28,9 @@ def profile_in_sandbox(kernel_path: str | Path, task: Any, target: str) -> dict[
     """
     from ..perf import profile_trace, speed_of_light
     from ..perf.specs import get_spec
-    from ..verify.inputs import DISTRIBUTIONS, InputCache, cases
-    from ..verify.sandbox import run_worker
+    from ..sandbox.arrays import DISTRIBUTIONS
+    from ..sandbox.launch import run_worker
+    from ..verify.inputs import InputCache, cases
 
     path = Path(kernel_path)
     first = cases(task, 1, DISTRIBUTIONS[:1])[:1]

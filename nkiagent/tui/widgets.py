@@ -1,6 +1,6 @@
 """The main screen's widgets: conversation, status bar, kernel view, candidates leaderboard, profile view, search view.
 
-Each widget is fed plain session events (the dicts :meth:`nkiagent.traces.store.Session.append`
+Each widget is fed plain session events (the dicts :meth:`nkiagent.sessions.store.Session.append`
 writes), so a live session and a stored one replayed on resume draw the same thing.
 """
 

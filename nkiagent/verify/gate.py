@@ -30,8 +30,8 @@ Rules (``Violation.rule``):
     sides; tree-sitter parses them and every rule checks them.) Identifiers are compared
     and checked after NFKC normalization, as CPython does (``ｅｖａｌ`` is ``eval``).
 ``forbidden-import`` / ``unknown-import``
-    imports are limited to :data:`ALLOWED_MODULES`. Modules in :data:`~nkiagent.verify.policy.FORBIDDEN_MODULES`
-    and NumPy's reach-arounds (:data:`~nkiagent.verify.policy.FORBIDDEN_SUBMODULES`: ``numpy.testing``,
+    imports are limited to :data:`ALLOWED_MODULES`. Modules in :data:`~nkiagent.sandbox.policy.FORBIDDEN_MODULES`
+    and NumPy's reach-arounds (:data:`~nkiagent.sandbox.policy.FORBIDDEN_SUBMODULES`: ``numpy.testing``,
     ``numpy.lib`` …) are ``forbidden-import``, anything else ``unknown-import``, and so are
     relative imports (a kernel is one file; the task's reference lives next door). The same
     holds for modules reached through attributes (``np.lib``, ``dataclasses.sys``,
@@ -152,7 +152,7 @@ from dataclasses import dataclass, field
 import tree_sitter_python
 from tree_sitter import Language, Node, Parser, Tree
 
-from .policy import ALLOWED_MODULES, PREFIXES, is_dunder, module_verdict
+from ..sandbox.policy import ALLOWED_MODULES, PREFIXES, is_dunder, module_verdict
 
 __all__ = ["ALLOWED_MODULES", "GATE_VERSION", "Violation", "check_source"]
 

@@ -1,15 +1,13 @@
-"""Deterministic test inputs: seeds × value distributions × shapes.
+"""The correctness protocol's cases (seeds × value distributions × shapes) and the input cache.
 
-The worker and the parent build the same arrays from the same (task, dims, seed,
-distribution), so inputs never travel between processes and the parent computes the
-reference on exactly what the kernel saw.
+The arrays of a case are drawn by :mod:`nkiagent.sandbox.arrays`, the same in the worker and the
+parent, so the parent computes the reference on exactly what the kernel saw.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
-import zlib
 from collections import OrderedDict
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -18,22 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..emu.dtypes import as_dtype
-from ..tasks.spec import InputSpec, Task
+from ..sandbox import arrays
+from ..sandbox.arrays import OFFSET, make_inputs, save_array
+from ..tasks.spec import Task
 from .protocol import HIDDEN_SEEDS, VISIBLE_SEEDS
 
-__all__ = ["DISTRIBUTIONS", "EXTRA_DISTRIBUTIONS", "Case", "InputCache", "cases", "describe_distribution", "make_inputs", "save_array"]
-
-#: Every task's distributions: normal; heavy-tailed with outliers; large magnitude.
-DISTRIBUTIONS = ("normal", "heavy_tailed", "large")
-#: Distributions a task adds where its maths is sensitive to them (``Task.distributions``): a large
-#: mean offset (a one-pass variance E[x²] − E[x]² cancels catastrophically), and rows that are
-#: constant, some of them all zero (a variance of 0, a max − min of 0, an RMS of 0).
-EXTRA_DISTRIBUTIONS = ("offset", "constant_rows")
-#: The mean offset of ``offset`` inputs, in standard deviations: large enough that E[x²] − E[x]² in
-#: fp32 loses the variance, small enough that an fp32 two-pass mean and variance stays within a
-#: 1e-4 tolerance (measured on layernorm: both hold from about 8 to 16).
-OFFSET = 16.0
+__all__ = ["Case", "InputCache", "cases", "describe_distribution"]
 
 _DESCRIPTIONS = {
     "normal": "normal inputs",
@@ -43,9 +31,6 @@ _DESCRIPTIONS = {
     "constant_rows": "inputs whose rows are constant (some all zero)",
     "native": "the task's own inputs",
 }
-
-
-_DYADIC = np.array([-4.0, -2.0, -1.0, -0.5, -0.25, 0.25, 0.5, 1.0, 2.0, 4.0], dtype=np.float32)
 
 
 def describe_distribution(dist: str) -> str:
@@ -98,7 +83,7 @@ def cases(task: Task, seeds: int = VISIBLE_SEEDS, distributions: tuple[str, ...]
     """Every case of the protocol: the visible shape × ``seeds`` × distribution, then each hidden shape ×
     ``min(seeds, HIDDEN_SEEDS)`` × distribution (two seeds when there is one distribution).
 
-    ``distributions`` defaults to the task's own (:data:`DISTRIBUTIONS` plus what the task adds).
+    ``distributions`` defaults to the task's own (:data:`~nkiagent.sandbox.arrays.DISTRIBUTIONS` plus what the task adds).
     A task that draws its own inputs (``Task.generate``) has one distribution, ``native``.
     """
     if distributions is None:
@@ -114,86 +99,8 @@ def cases(task: Task, seeds: int = VISIBLE_SEEDS, distributions: tuple[str, ...]
     return out
 
 
-def _values(rng: np.random.Generator, n: int, dist: str, row: int, seed: int) -> np.ndarray:
-    if dist == "offset":
-        return rng.standard_normal(n, dtype=np.float32) + np.float32(OFFSET)
-    if dist == "constant_rows":
-        row = max(row, 1)  # n is always a whole number of rows: the last dimension's length
-        # dyadic constants: every partial sum of a row is exact in fp32, so an fp32 mean is exactly the
-        # constant and an honest kernel's x − mean is exactly 0 (a float64 reference gets nothing else)
-        per_row = rng.choice(_DYADIC, size=n // row)
-        # the same rows are zero in every input of the case (drawn from the seed alone), so a formula
-        # that divides by a statistic of several inputs meets 0 / 0 there too
-        per_row[np.random.default_rng([seed, 0x5EED]).random(n // row) < 0.25] = 0.0
-        return np.repeat(per_row, row)
-    if dist == "normal":
-        return rng.standard_normal(n, dtype=np.float32)
-    if dist == "heavy_tailed":
-        # ratio of normals: Cauchy-like tails, cheap to draw; clipped so fp32 sums stay finite
-        x = rng.standard_normal(n, dtype=np.float32) / (np.abs(rng.standard_normal(n, dtype=np.float32)) + np.float32(0.25))
-        np.clip(x, -200.0, 200.0, out=x)
-        k = max(1, n // 200)
-        idx = rng.integers(0, n, k)
-        x[idx] *= np.float32(50.0)  # ~0.5% outliers
-        return x
-    if dist == "large":
-        return rng.standard_normal(n, dtype=np.float32) * np.float32(1000.0)
-    raise ValueError(f"unknown distribution {dist!r}")
-
-
-def _one(spec: InputSpec, dims: Mapping[str, int], seed: int, dist: str, index: int) -> np.ndarray:
-    shape = spec.resolve(dims)
-    n = int(np.prod(shape))
-    key = zlib.crc32(f"{spec.name}:{index}".encode())
-    rng = np.random.default_rng([seed, key])
-    dtype = as_dtype(spec.dtype)
-    if dtype.kind in "iub":
-        hi = {"large": 1000, "heavy_tailed": 100}.get(dist, 10)
-        lo = 0 if dtype.kind in "ub" else -hi
-        info = np.iinfo(dtype) if dtype.kind != "b" else None
-        if info is not None:
-            lo, hi = max(lo, info.min), min(hi, info.max)
-        return rng.integers(lo, hi + 1, size=shape).astype(dtype)
-    x = _values(rng, n, dist, shape[-1] if shape else 1, seed)  # a fresh array: the domain maps work in place
-    if spec.domain in ("positive", "nonnegative"):
-        np.abs(x, out=x)
-        if spec.domain == "positive":
-            x += np.float32(1e-3)
-    elif spec.domain == "unit":
-        x /= np.float32(4.0)
-        np.tanh(x, out=x)
-        x += np.float32(1.0)
-        x *= np.float32(0.5)
-    return x.reshape(shape).astype(dtype, copy=False)
-
-
-def save_array(path: str, array: np.ndarray) -> None:
-    """``np.save`` that keeps ml_dtypes types (bfloat16, float8_*) loadable as themselves.
-
-    Plain ``np.save`` records them as raw void (``<V2``), so ``np.load`` hands back bytes and a
-    bf16 kernel would see garbage. This header names the dtype instead (``'bfloat16'``), which
-    ``np.load(allow_pickle=False)`` resolves in any process that imported ml_dtypes (the
-    emulator does, in the worker and the parent alike).
-    """
-    arr = np.ascontiguousarray(array)
-    if arr.dtype.kind != "V" or arr.dtype.names is not None:
-        np.save(path, arr, allow_pickle=False)
-        return
-    header = np.lib.format.header_data_from_array_1_0(arr)
-    header["descr"] = arr.dtype.name
-    with open(path, "wb") as fh:
-        np.lib.format.write_array_header_1_0(fh, header)
-        fh.write(arr.tobytes())
-
-
-def make_inputs(task: Task, dims: Mapping[str, int], seed: int, dist: str) -> list[np.ndarray]:
-    """The kernel's inputs for one case, in the task's input order."""
-    if task.generate is not None:
-        return [np.ascontiguousarray(a) for a in task.generate(seed)]
-    return [_one(spec, dims, seed, dist, i) for i, spec in enumerate(task.inputs)]
-
-
-_GENERATOR = hashlib.sha256(Path(__file__).read_bytes()).digest()
+#: How inputs are drawn and cached: a change to either module makes a new cache.
+_GENERATOR = hashlib.sha256(Path(__file__).read_bytes() + Path(arrays.__file__).read_bytes()).digest()
 
 #: References loaded by this process, most recently used last: every candidate of a task is compared
 #: with the same ones (a search verifies hundreds), so they are read from disk once.
@@ -231,7 +138,7 @@ class InputCache:
         src = task.source_path.read_bytes() if task.source_path else task.name.encode()
         h.update(src)
         h.update(repr([(c.dims, c.seed, c.distribution) for c in all_cases]).encode())
-        h.update(_GENERATOR)  # this module's source: a change to how inputs are drawn makes a new cache
+        h.update(_GENERATOR)
         return h.hexdigest()[:24]
 
     def ensure(self, task: Task, all_cases: list[Case]) -> str:

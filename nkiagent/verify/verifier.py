@@ -42,7 +42,7 @@ from .compare import compare
 from .inputs import Case, InputCache, cases, describe_distribution
 from .protocol import VISIBLE_SEEDS
 from .result import EvalResult
-from .sandbox import Limits, WorkerOutcome, run_worker
+from ..sandbox.launch import Limits, WorkerOutcome, run_worker
 
 __all__ = ["BACKEND_ENV", "VerifyOptions", "baseline_latency", "verify"]
 

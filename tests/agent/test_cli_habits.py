@@ -21,7 +21,7 @@ from nkiagent.agent.graph import Budget
 from nkiagent.agent.runner import SessionConfig, resume_session, start_session
 from nkiagent.cli import main
 from nkiagent.config import Settings
-from nkiagent.traces.store import SessionStore
+from nkiagent.sessions.store import SessionStore
 
 from .fake_openai import FakeOpenAI, Reply
 

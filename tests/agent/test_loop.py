@@ -17,7 +17,7 @@ import pytest
 from git import Repo
 
 from nkiagent.agent.runner import SessionConfig, drive, resume_session, start_session
-from nkiagent.traces.store import read_events
+from nkiagent.sessions.store import read_events
 
 KERNEL = textwrap.dedent(
     """\

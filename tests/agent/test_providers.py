@@ -21,7 +21,7 @@ import pytest
 from git import Repo
 
 from nkiagent.cli import main
-from nkiagent.traces.store import read_events
+from nkiagent.sessions.store import read_events
 
 from .fake_openai import FakeOpenAIProcess, Reply
 

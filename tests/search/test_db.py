@@ -6,7 +6,7 @@ from pathlib import Path
 
 from nkiagent.search.db import CandidateDB, cell_of, reward_of
 from nkiagent.search.report import evals_to_fraction
-from nkiagent.traces.store import SessionStore
+from nkiagent.sessions.store import SessionStore
 
 PASS = {"verdict": "pass", "latency_us": 50.0, "speedup": 2.0, "timing_source": "emulator-estimate",
         "profile": {"bottleneck": "memory-bound (DMA)", "summary": "s", "engines": {"big": "dropped"}}, "reasons": []}

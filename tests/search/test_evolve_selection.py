@@ -8,7 +8,7 @@ from nkiagent.search.engine import SearchConfig, SearchRun
 from nkiagent.search.evaluate import LocalExecutor
 from nkiagent.search.mutate import TunableMutator
 from nkiagent.search.strategies import Evolve
-from nkiagent.traces.store import SessionStore
+from nkiagent.sessions.store import SessionStore
 
 
 def _ev(speedup: float, bottleneck: str) -> dict:

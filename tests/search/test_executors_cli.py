@@ -10,7 +10,7 @@ import pytest
 from nkiagent.cli import main
 from nkiagent.search import SearchConfig, run_search
 from nkiagent.search.evaluate import EvalJob, LocalExecutor, RayExecutor
-from nkiagent.traces.store import read_events
+from nkiagent.sessions.store import read_events
 
 from .test_search import DEMO, TASK
 

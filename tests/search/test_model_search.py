@@ -14,7 +14,7 @@ from nkiagent.search import SearchConfig, run_search
 from nkiagent.search.db import Candidate
 from nkiagent.search.mutate import ModelMutator
 from nkiagent.tasks import get_task
-from nkiagent.traces.store import read_events
+from nkiagent.sessions.store import read_events
 
 from ..agent.fake_openai import FakeOpenAI, Reply
 from .test_search import DEMO, TASK

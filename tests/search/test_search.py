@@ -16,7 +16,7 @@ import pytest
 import nkiagent.agent
 from nkiagent.search import SearchConfig, resume_search, run_search
 from nkiagent.search.db import Candidate
-from nkiagent.traces.store import read_events
+from nkiagent.sessions.store import read_events
 
 START = 0.5577
 TASK = str(Path(__file__).with_name("small_vector_add.py"))

@@ -16,7 +16,7 @@ import pytest
 from git import Repo
 from textual.widgets import Collapsible, DataTable, Markdown, Static, TabbedContent
 
-from nkiagent.traces.store import read_events
+from nkiagent.sessions.store import read_events
 from nkiagent.tui.app import REVIEW_TITLE, TITLE, NkiAgentApp
 from nkiagent.tui.review import ReviewScreen
 from nkiagent.tui.widgets import ProfileView, VerdictCard

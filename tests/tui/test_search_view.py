@@ -16,7 +16,7 @@ import pytest
 from textual.widgets import DataTable, Static, TabbedContent
 
 import nkiagent.agent
-from nkiagent.traces.store import read_events
+from nkiagent.sessions.store import read_events
 from nkiagent.tui.app import Launch, NkiAgentApp
 from nkiagent.tui.widgets import SearchView
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from nkiagent.tasks.spec import Task
 from nkiagent.verify.inputs import InputCache
 from nkiagent.verify.protocol import VISIBLE_SEEDS
-from nkiagent.verify.sandbox import Limits
+from nkiagent.sandbox.launch import Limits
 from nkiagent.verify.verifier import VerifyOptions
 
 #: dimensions that cannot grow past the visible size: attention's head dim is already the partition count

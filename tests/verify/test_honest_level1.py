@@ -27,7 +27,7 @@ import pytest
 from nkiagent.cli import main
 from nkiagent.tasks import get_task
 from nkiagent.verify.result import EvalResult
-from nkiagent.verify.sandbox import Limits
+from nkiagent.sandbox.launch import Limits
 from nkiagent.verify.verifier import verify
 
 from .protocols import assert_one_hidden_shape_is_larger_everywhere, protocol_for, release_inputs

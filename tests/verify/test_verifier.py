@@ -135,7 +135,7 @@ def kernel(a, b):
 
 
 def test_a_timeout_says_which_case_was_running_and_how_far_it_got(tmp_path: Path) -> None:
-    from nkiagent.verify.sandbox import Limits
+    from nkiagent.sandbox.launch import Limits
 
     res = verify(_write(tmp_path, "k.py", SLOW), TASK, "trn2", VerifyOptions(seeds=1, hidden=False, parallel=1, limits=Limits(wall_s=4.0)))
     assert res.verdict == "fail"

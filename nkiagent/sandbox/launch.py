@@ -213,7 +213,7 @@ def _start_fresh(request: dict[str, Any], env: dict[str, str], scratch: Path, wr
                  out: Any) -> subprocess.Popen[bytes]:
     """A worker in a freshly started interpreter, handed its request on stdin."""
     proc = subprocess.Popen(
-        [sys.executable, "-s", "-m", "nkiagent.verify.worker", str(write_fd), str(stream_write)],
+        [sys.executable, "-s", "-m", "nkiagent.sandbox.worker", str(write_fd), str(stream_write)],
         stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=scratch,
         pass_fds=(write_fd, stream_write), start_new_session=True,
     )  # fmt: skip

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from nkiagent.traces.env import KernelEnv
-from nkiagent.traces.verl_tool import NkiKernelTool
+from nkiagent.training.env import KernelEnv
+from nkiagent.training.verl_tool import NkiKernelTool
 
 from .conftest import KERNEL, cheat_kernel, honest_kernel
 

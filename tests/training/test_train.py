@@ -20,9 +20,9 @@ transformers = pytest.importorskip("transformers")
 
 from datasets import Dataset
 
-from nkiagent.traces.env import reward_fn
-from nkiagent.traces.export import ExportOptions, export_sessions
-from nkiagent.traces.trl_env import TRLKernelEnv
+from nkiagent.training.env import reward_fn
+from nkiagent.training.export import ExportOptions, export_sessions
+from nkiagent.training.trl_env import TRLKernelEnv
 
 SPECIAL = ["<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
 

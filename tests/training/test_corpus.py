@@ -10,8 +10,8 @@ import pytest
 
 from nkiagent.cli import main
 from nkiagent.tasks import get_task
-from nkiagent.traces.corpus import CorpusOptions, build_corpus, normalize_source, similarity
-from nkiagent.traces.schemas import openai_chat_errors
+from nkiagent.training.corpus import CorpusOptions, build_corpus, normalize_source, similarity
+from nkiagent.training.schemas import openai_chat_errors
 
 from .conftest import baseline_kernel, cheat_kernel, honest_kernel, wrong_kernel
 
@@ -97,7 +97,7 @@ def test_held_out_tasks_and_their_copies_are_dropped_before_verification(source:
 
 
 def test_balance_caps_tasks_and_lets_tasks_take_turns_per_level(tmp_path: Path) -> None:
-    from nkiagent.traces.corpus import CorpusItem, balance
+    from nkiagent.training.corpus import CorpusItem, balance
 
     add, silu = get_task("vector_add"), get_task("silu")
     items = [CorpusItem(t, tmp_path / f"{t.name}{i}.py", "", evaluation={"latency_us": lat})

@@ -1,12 +1,12 @@
 """The evaluation worker: runs untrusted kernel code in its own process, fenced in.
 
-Started by :mod:`nkiagent.verify.sandbox` as ``python -m nkiagent.verify.worker RESULT_FD STREAM_FD``
+Started by :mod:`nkiagent.sandbox.launch` as ``python -m nkiagent.sandbox.worker RESULT_FD STREAM_FD``
 with a scrubbed environment, CPU/memory/file-size limits and its own process group. It
 reads one JSON request on stdin, builds each case's inputs itself (from task, shape, seed
 and distribution), runs the kernel on the embedded emulator with a fresh module per run,
 saves outputs as ``.npy`` in its scratch directory and writes one JSON answer, tagged with
 the request's nonce, to the result pipe. It compares nothing and decides nothing: the
-parent does that. The runtime guard (:mod:`nkiagent.verify.guard`), installed before any
+parent does that. The runtime guard (:mod:`nkiagent.sandbox.guard`), installed before any
 kernel code runs, refuses what kernel code may not do, whatever route it takes. Every run is traced, and each
 trace record is streamed to the parent on a second pipe the moment it is made
 (:class:`~nkiagent.emu.trace.TraceStreamWriter`): the copy the cost model prices never sits
@@ -169,7 +169,7 @@ _preloaded = False
 def preload() -> None:
     """Everything an emulator run needs before the guard goes in: the ``nki`` faces, the modules kernels may use.
 
-    Idempotent; the launcher (:mod:`nkiagent.verify.zygote`) calls it once before forking workers.
+    Idempotent; the launcher (:mod:`nkiagent.sandbox.zygote`) calls it once before forking workers.
     """
     global _preloaded
     if _preloaded:
@@ -180,7 +180,7 @@ def preload() -> None:
     emu.install(force=True)
     keep_freed_blocks()  # it needs ctypes, which the guard refuses once it is in
     for name in (*_PRELOAD, "nki", "nki.language", "nki.isa", "nki.typing", "neuronxcc.nki", "nkiagent.tasks",
-                 "nkiagent.verify.inputs", "nkiagent.verify.policy", "nkiagent.emu.trace"):
+                 "nkiagent.sandbox.arrays", "nkiagent.sandbox.policy", "nkiagent.emu.trace"):
         importlib.import_module(name)
     _preloaded = True
 
@@ -191,8 +191,8 @@ def _serve(req: dict[str, Any], stream_fd: int) -> dict[str, Any]:
     from nkiagent import emu
     from nkiagent.emu.trace import TraceStreamWriter
     from nkiagent.tasks import load_task_file
-    from nkiagent.verify.inputs import make_inputs, save_array
-    from nkiagent.verify.policy import import_refusal
+    from nkiagent.sandbox.arrays import make_inputs, save_array
+    from nkiagent.sandbox.policy import import_refusal
 
     real_sim = None
     if req.get("backend") == "neuron-sim":  # AWS's simulator, imported before the guard goes in

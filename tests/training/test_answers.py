@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from nkiagent.traces.answers import TOOL_ERROR, UNCHANGED, Applied, apply_answer, fenced_kernel, parse_answer, score_answer
-from nkiagent.traces.rewards import get_spec, spec_names
+from nkiagent.training.answers import TOOL_ERROR, UNCHANGED, Applied, apply_answer, fenced_kernel, parse_answer, score_answer
+from nkiagent.training.rewards import get_spec, spec_names
 
 K = "kernels/vector_add.py"
 KERNEL = "import nki\nTILE = 128\n\n@nki.jit\ndef k(a):\n    return a\n"
@@ -113,7 +113,7 @@ def test_credit_rules_hold_in_every_spec(name: str) -> None:
 def test_a_text_mode_answer_reads_the_same_from_its_message_and_its_verl_text() -> None:
     """A text-mode model's calls are in its content and in ``tool_calls`` (ids ``text_…``): each edit applies once."""
     from nkiagent.agent.models.textmode import parse
-    from nkiagent.traces.export import _hermes_text
+    from nkiagent.training.export import _hermes_text
 
     content = f"Widen.\n```edit {K}\n<<<<<<< OLD\nTILE = 128\n=======\nTILE = 512\n>>>>>>> NEW\n```"
     calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}} for c in parse(content)]

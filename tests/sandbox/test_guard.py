@@ -17,7 +17,7 @@ import pytest
 
 from nkiagent.emu.trace import Trace, TraceStreamError, TraceStreamReader, TraceStreamWriter
 from nkiagent.tasks import get_task
-from nkiagent.verify.sandbox import run_worker
+from nkiagent.sandbox.launch import run_worker
 
 from .test_sandbox import HONEST
 
@@ -110,9 +110,9 @@ def test_what_kernel_code_may_not_do_is_refused(tmp_path: Path, prelude: str, re
 
 def test_harness_reads_are_limited_to_pythons_files_and_this_requests_inputs(tmp_path: Path) -> None:
     """Even a read the harness makes (a kernel could hand it a callable) never reaches a reference or the checkout."""
-    from nkiagent.verify.guard import Guard, SandboxViolation
+    from nkiagent.sandbox.guard import Guard, SandboxViolation
     from nkiagent.verify.inputs import InputCache, cases
-    from nkiagent.verify.policy import import_refusal
+    from nkiagent.sandbox.policy import import_refusal
 
     cache = InputCache().ensure(TASK, cases(TASK, 1, ("normal",))[:1])
     inputs = InputCache.input_paths(cache, 0, 2)
@@ -167,7 +167,7 @@ def test_forged_stream_lines_are_refused(tmp_path: Path) -> None:
 def _traced(n: int = 512) -> Trace:
     import nkiagent.emu as emu
 
-    path = Path(__file__).resolve().parent / "honest" / "vector_add_opt.py"
+    path = Path(__file__).resolve().parents[1] / "verify" / "honest" / "vector_add_opt.py"
     ns: dict = {}
     emu.install()
     exec(compile(path.read_text(), str(path), "exec"), ns)

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from nkiagent.tasks.loader import BUILTIN_DIR
-from nkiagent.traces.env import KernelEnv, Scorer, compute_score, reward_fn
-from nkiagent.traces.serve import RewardServer, TaskResolver
+from nkiagent.training.env import KernelEnv, Scorer, compute_score, reward_fn
+from nkiagent.training.serve import RewardServer, TaskResolver
 
 from .conftest import baseline_kernel, cheat_kernel, honest_kernel, wrong_kernel
 

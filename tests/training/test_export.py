@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from nkiagent.cli import main
-from nkiagent.traces.env import compute_score, reward_fn
-from nkiagent.traces.export import ExportOptions, export_sessions, length_stats, write_rows
-from nkiagent.traces.rewards import get_spec
-from nkiagent.traces.schemas import openai_chat_errors, openai_preference_errors
-from nkiagent.traces.trajectory import load_session
+from nkiagent.training.env import compute_score, reward_fn
+from nkiagent.training.export import ExportOptions, export_sessions, length_stats, write_rows
+from nkiagent.training.rewards import get_spec
+from nkiagent.training.schemas import openai_chat_errors, openai_preference_errors
+from nkiagent.training.trajectory import load_session
 
 from .conftest import PASTED_KEY, SCRIPT, Recorded
 
@@ -136,7 +136,7 @@ def test_verl_parquet_has_the_columns_and_types_verl_reads(recorded: Recorded, t
     truth = json.loads(rows[0]["reward_model"]["ground_truth"])
     assert truth["task"] == "vector_add" and truth["target"] == "trn2" and truth["kernel_path"] == "kernels/vector_add.py"
     assert "@nki.jit" in truth["kernel"]  # the kernel in force at the prompt, which an edit answer applies to
-    kwargs = rows[0]["extra_info"]["tools_kwargs"]  # verl's multi-turn tools (nkiagent.traces.verl_tool) start from that kernel
+    kwargs = rows[0]["extra_info"]["tools_kwargs"]  # verl's multi-turn tools (nkiagent.training.verl_tool) start from that kernel
     assert rows[0]["extra_info"]["need_tools_kwargs"] is True and set(kwargs) == {"read_file", "edit_file", "write_file", "evaluate"}
     assert kwargs["edit_file"]["create_kwargs"]["kernel"] == truth["kernel"]
     cheat = next(r for r in rows if r["extra_info"]["outcome"] == "rejected")
@@ -250,7 +250,7 @@ def test_schema_check_catches_what_openai_rejects() -> None:
 
 def _search_session(root: Path) -> Path:
     """A search session as ``nkiagent search`` records it: candidates with parents, inline evaluations and model turns."""
-    from nkiagent.traces.store import SessionStore
+    from nkiagent.sessions.store import SessionStore
 
     s = SessionStore(root).create({"task": "vector_add", "model": "openai/m", "strategy": "best-of-n", "target": "trn2"})
     s.append("session_start", task="vector_add", model="openai/m", target="trn2", approve="auto", kernel_path="kernels/vector_add.py")

@@ -253,7 +253,7 @@ def load_session(directory: str | Path) -> SessionRecord:
 
     ``model_request`` lines (the bulk of a session: each repeats the conversation so far) are
     kept raw and decoded only when a turn's prompt is used; every other event is decoded here.
-    A torn last line (a killed writer) is skipped, as :func:`~nkiagent.traces.store.read_events` does.
+    A torn last line (a killed writer) is skipped, as :func:`~nkiagent.sessions.store.read_events` does.
     """
     d = Path(directory)
     meta_path = d / "meta.json"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from nkiagent.tasks import get_task
-from nkiagent.verify.sandbox import Limits, run_worker
+from nkiagent.sandbox.launch import Limits, run_worker
 
 TASK = get_task("vector_add")
 RUN = [{"id": 0, "dims": {"N": 128, "D": 64}, "seed": 0, "dist": "normal", "trace": False}]
@@ -191,14 +191,14 @@ def test_a_forked_worker_holds_no_socket_and_leads_its_own_session(tmp_path: Pat
 def test_fresh_workers_when_the_launcher_is_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NKIAGENT_ZYGOTE", "0")
     cmdline = _worker_while(tmp_path, lambda proc: " ".join(proc.cmdline()))
-    assert "nkiagent.verify.worker" in str(cmdline)
+    assert "nkiagent.sandbox.worker" in str(cmdline)
     monkeypatch.setenv("NKIAGENT_ZYGOTE", "maybe")
     with pytest.raises(ValueError, match=r"NKIAGENT_ZYGOTE='maybe': use 1 \(fork workers from a pre-loaded launcher\) or 0"):
         _run(tmp_path, HONEST)
 
 
 def test_a_dead_launcher_fails_one_run_and_is_started_again(tmp_path: Path) -> None:
-    from nkiagent.verify import zygote
+    from nkiagent.sandbox import zygote
 
     assert _run(tmp_path, HONEST).status == "ok"
     launcher = zygote._LAUNCHER._proc
@@ -217,8 +217,8 @@ def test_the_launcher_leaves_with_the_process_that_started_it(tmp_path: Path) ->
 
     kernel = _kernel(tmp_path, HONEST)
     script = (
-        "import os, sys\nfrom nkiagent.tasks import get_task\nfrom nkiagent.verify.sandbox import run_worker\n"
-        "from nkiagent.verify import zygote\n"
+        "import os, sys\nfrom nkiagent.tasks import get_task\nfrom nkiagent.sandbox.launch import run_worker\n"
+        "from nkiagent.sandbox import zygote\n"
         f"out = run_worker({str(kernel)!r}, get_task('vector_add').source_path, {RUN!r}, target='trn2')\n"
         "print(out.status, zygote._LAUNCHER._proc.pid, flush=True)\nos._exit(0)\n"  # no clean-up at exit
     )

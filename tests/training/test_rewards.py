@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nkiagent.traces.rewards import OUTCOMES, discounted_returns, get_spec, outcome_of
+from nkiagent.training.rewards import OUTCOMES, discounted_returns, get_spec, outcome_of
 
 SPECS = ["gated-speedup", "tiered", "log-speedup", "sol", "weighted", "gated-speedup:cap=3", "log-speedup:lo=-1,hi=3",
          "weighted:compiles=0.1,correct=0.2,speedup=2,fraction_of_peak=0.5,cap=5", "weighted:speedup=1"]

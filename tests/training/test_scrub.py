@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from nkiagent.traces.scrub import Scrubber
+from nkiagent.training.scrub import Scrubber
 
 S = Scrubber(roots=["/srv/work/ws"], names=["alice"])
 

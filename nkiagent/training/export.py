@@ -364,7 +364,7 @@ def _rl(rec: SessionRecord, fmt: str, opts: ExportOptions, spec: RewardSpec, res
                                "completion": _hermes_text(completion), "outcome": reward.outcome,
                                "components": json.dumps(reward.components), "reward": float(reward.reward), "return": float(ret),
                                "reward_spec": spec.id, "need_tools_kwargs": True,
-                               # verl's multi-turn tools (nkiagent.traces.verl_tool) start from the kernel in force
+                               # verl's multi-turn tools (nkiagent.training.verl_tool) start from the kernel in force
                                "tools_kwargs": {name: {"create_kwargs": where} for name in VERL_TOOLS}},
             }))
         else:  # trl-grpo: the prompt column, plus columns that reach reward functions as keyword arguments

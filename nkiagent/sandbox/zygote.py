@@ -7,7 +7,7 @@ Chromium call theirs) does those imports once, in a process of its own with the 
 environment, and never runs kernel code itself. Each request forks a child that becomes the
 worker: its own session (so the parent can kill its process group), only the request's pipes
 open, the request's scratch directory as cwd, ``HOME`` and ``TMPDIR``, and then exactly what a
-freshly started worker does (:func:`nkiagent.verify.worker.answer`): limits, guard, runs. A
+freshly started worker does (:func:`nkiagent.sandbox.worker.answer`): limits, guard, runs. A
 fork is a copy: nothing a kernel does in its child reaches the launcher or the next child.
 
 Wire (one ``AF_UNIX`` datagram socket pair; datagrams keep their boundaries and carry file
@@ -95,7 +95,7 @@ class _Launcher:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
         log = open(Path(home) / "zygote.log", "wb")  # noqa: SIM115 — the launcher writes it for its whole life
         self._proc = subprocess.Popen(
-            [sys.executable, "-s", "-m", "nkiagent.verify.zygote", str(theirs.fileno())],
+            [sys.executable, "-s", "-m", "nkiagent.sandbox.zygote", str(theirs.fileno())],
             stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
             env={**env, "HOME": home, "TMPDIR": home}, cwd=home, pass_fds=(theirs.fileno(),), start_new_session=True,
         )  # fmt: skip
@@ -181,7 +181,7 @@ def _child(msg: dict[str, Any], fds: list[int], launcher_sockets: list[socket.so
         os.chdir(msg["scratch"])
         os.environ.clear()
         os.environ.update(msg["env"])
-        sys.argv = ["nkiagent.verify.worker", str(result_fd), str(stream_fd)]  # as a fresh worker's
+        sys.argv = ["nkiagent.sandbox.worker", str(result_fd), str(stream_fd)]  # as a fresh worker's
         from . import worker
 
         worker.answer(msg["request"], result_fd, stream_fd)
