@@ -133,3 +133,42 @@ def test_the_bottleneck_engines_waits_are_advice_naming_what_it_waited_for() -> 
     prof, _ = _profile(module.kernel, (x,))
     advice = next(a for a in prof.advice if a.startswith("VectorE limits the kernel but stands idle"))
     assert f"for activation at {task.baseline_path()}:" in advice  # it waits for ScalarE's exp of the previous tile
+
+
+def _k_tiles(a, b, accumulate_on_vector: bool):
+    """Eight K tiles through one PSUM tile: summed on VectorE (acc += psum, one evacuation each) or scaled into a fresh tile."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+    s = nl.ndarray((128, 128), nl.bfloat16, buffer=nl.sbuf)
+    m = nl.ndarray((128, 512), nl.bfloat16, buffer=nl.sbuf)
+    nisa.dma_copy(dst=s, src=a)
+    nisa.dma_copy(dst=m, src=b)
+    acc = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=acc, value=0.0)
+    for _ in nl.affine_range(8):
+        p = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=p, stationary=s, moving=m)
+        if accumulate_on_vector:
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=p, op=nl.add)
+        else:
+            scaled = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+            nisa.tensor_tensor(dst=scaled, data1=p, data2=acc, op=nl.multiply)
+    nisa.dma_copy(dst=out, src=acc)
+    return out
+
+
+def test_k_blocking_advice_only_for_matmul_results_summed_on_vectore() -> None:
+    import ml_dtypes
+
+    args = (np.ones((128, 128), ml_dtypes.bfloat16), np.ones((128, 512), ml_dtypes.bfloat16))
+
+    def summed(a, b):
+        return _k_tiles(a, b, True)
+
+    def copied(a, b):
+        return _k_tiles(a, b, False)
+
+    assert any(a.startswith("PSUM evacuation: 8 VectorE") for a in _profile(summed, args)[0].advice)
+    assert not any(a.startswith("PSUM evacuation") for a in _profile(copied, args)[0].advice)
