@@ -39,6 +39,8 @@ class AgentContext:
     #: every kernel evaluated in this session by its code hash, so an earlier version can be read
     #: again after the conversation was condensed (``read_file`` with ``version``)
     kernels: dict[str, str] = field(default_factory=dict)
+    #: titles of the ``nki_docs`` pages this session was already given: not repeated unless asked for by title
+    docs_shown: set[str] = field(default_factory=set)
 
     def text(self, path: str) -> str:
         """A file as this turn's proposal has it, else as the workspace has it."""
@@ -260,15 +262,23 @@ def nki_docs(ctx: AgentContext, query: str) -> ToolResult:
         return ToolResult(f"no page of the NKI reference mentions {query!r}; pages exist for every nisa instruction "
                           "(e.g. `nisa.tensor_scalar`) and for the cost model's DMA timing and scheduling")
     scored.sort(key=lambda s: -s[0])
+    # a page given earlier in the session is named, not repeated (answers were filling the context with
+    # the same DMA pages), unless the query asks for it by its title or nothing new matches
+    asked = query.lower()
+    fresh = [s for s in scored if s[1] not in ctx.docs_shown or s[1].lower() in asked] or scored[:1]
+    earlier = [t for _, t, _ in scored if t in ctx.docs_shown and all(t != f[1] for f in fresh)][:8]
     shown, used = [], 0
-    for _, title, body in scored:
+    for _, title, body in fresh:
         page = f"## {title}\n{body}"
         if shown and used + len(page) > _DOCS_BUDGET:
             break
         shown.append(page)
         used += len(page)
-    rest = [t for _, t, _ in scored[len(shown):len(shown) + 8]]
+        ctx.docs_shown.add(title)
+    rest = [t for _, t, _ in fresh[len(shown):len(shown) + 8]]
     more = f"\n\nalso matching: {', '.join(rest)}" if rest else ""
+    if earlier:
+        more += f"\n\nalso matching, shown in an earlier answer (ask with its title to see it again): {', '.join(earlier)}"
     return ToolResult("\n\n".join(shown) + more)
 
 

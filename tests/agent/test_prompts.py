@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import jinja2
 import pytest
@@ -29,6 +30,13 @@ def test_cheatsheet_lists_every_registered_instruction_with_its_engines(op: str)
     assert d.summary in line and all(e in line.rsplit("[", 1)[1] for e in d.engines)
 
 
+def _docs_context() -> Any:
+    """A fresh session's context, as far as ``nki_docs`` uses it (the pages it already gave)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(docs_shown=set())
+
+
 @pytest.mark.parametrize("op", ["tensor_scalar_cumulative", "nc_matmul", "local_gather"])
 def test_nki_docs_serves_an_instructions_rules_example_and_cost(op: str) -> None:
     """The page comes from the op's declaration and its cost rule, not from a hand-written copy."""
@@ -36,7 +44,7 @@ def test_nki_docs_serves_an_instructions_rules_example_and_cost(op: str) -> None
     from nkiagent.perf.rules import rule_for
 
     d = REGISTRY[op]
-    page = nki_docs(None, f"nisa.{op}").content.split("\n\n## ")[0]  # type: ignore[arg-type]  (the tool does not use its context)
+    page = nki_docs(_docs_context(), f"nisa.{op}").content.split("\n\n## ")[0]
     assert page.startswith(f"## nisa.{op} ({d.family})\nnisa.{op}(")
     rule = rule_for(op)
     assert rule is not None
@@ -70,7 +78,7 @@ def test_nki_docs_answers_with_what_the_system_prompt_does_not_hold(query: str, 
     from nkiagent.agent.prompts import system_prompt
     from nkiagent.agent.tools import nki_docs
 
-    answer = nki_docs(None, query).content  # type: ignore[arg-type]  (the tool does not use its context)
+    answer = nki_docs(_docs_context(), query).content
     pages = answer.split("\n\nalso matching: ")[0].split("\n\n## ")
     assert pages[0].startswith(f"## {first}\n")
     prompt = system_prompt("trn2")
@@ -88,3 +96,17 @@ def test_the_task_prompt_says_what_a_speedup_is_measured_against() -> None:
     text = task_prompt(get_task("layernorm"), "kernels/layernorm.py", "trn2", turns=10)
     assert "Speedups are the task's baseline kernel's latency divided by yours" in text
     assert "You have 10 turns (model responses)" in text
+
+
+def test_nki_docs_names_pages_it_gave_earlier_instead_of_repeating_them() -> None:
+    from nkiagent.agent.tools import nki_docs
+
+    ctx = _docs_context()
+    first = nki_docs(ctx, "how are DMA transfers timed, queues and bandwidth").content
+    title = "cost model: DMA timing, queues and bandwidth"
+    assert first.startswith(f"## {title}\n")
+    again = nki_docs(ctx, "DMA queues bandwidth transfer size").content
+    assert f"## {title}\n" not in again
+    assert "shown in an earlier answer (ask with its title to see it again): " in again and title in again.rsplit("earlier answer", 1)[1]
+    asked = nki_docs(ctx, title).content  # by its title: given again
+    assert asked.startswith(f"## {title}\n")
