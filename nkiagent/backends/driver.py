@@ -26,7 +26,7 @@ __all__ = ["main"]
 def _build(req: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
-    from nkiagent.backends.neuron import pick_real_kernel
+    from nkiagent.sandbox.real import pick_real_kernel
     from nkiagent.sandbox.arrays import save_array
 
     for p in reversed(req.get("package_paths", [])):

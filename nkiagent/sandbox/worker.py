@@ -163,7 +163,7 @@ def _serve(req: dict[str, Any], stream_fd: int) -> dict[str, Any]:
 
     real_sim = None
     if req.get("backend") == "neuron-sim":  # AWS's simulator, imported before the guard goes in
-        from nkiagent.backends.neuron import real_simulator
+        from nkiagent.sandbox.real import real_simulator
 
         real_sim = real_simulator(req.get("api", "0.3"), req.get("package_paths", []))
     else:
@@ -232,7 +232,7 @@ def _serve(req: dict[str, Any], stream_fd: int) -> dict[str, Any]:
         try:
             exec(code, module.__dict__)  # a fresh module per run: no state survives between runs
             if real_sim is not None:
-                from nkiagent.backends.neuron import pick_real_kernel
+                from nkiagent.sandbox.real import pick_real_kernel
 
                 result = real_sim(pick_real_kernel(module.__dict__, req.get("kernel_name")), tuple(inputs))
             else:
