@@ -341,7 +341,7 @@ def run_nkibench(case: Case) -> tuple[bool, str]:
     """AccelOpt's correctness protocol (see the module docstring), with the emulator instead of the device."""
     ref = _import(Path(case.params["reference"]), "nkibench_reference")
     mod = _import(Path(case.path), "nkibench_kernel")
-    kernel = getattr(mod, "kernel", None) or getattr(mod, "optimized_kernel")
+    kernel = getattr(mod, "kernel", None) or mod.optimized_kernel
     worst = 0.0
     seeds = case.params.get("seeds", NKIBENCH_SEEDS)
     for seed in seeds:
@@ -442,7 +442,7 @@ def tutorial_cases(root: Path, tag: str, seen: dict[str, str]) -> list[Case]:
     for sl in (64, 128, 256):
         add(f"rotary_sl{sl}", "rotary", "rotary/rotary_nki_kernels.py", seq_len=sl)
     mm = t / "matrix_multiplication/matrix_multiplication_nki_kernels.py"
-    api = "0.3" if mm.is_file() and re.search(r"^import nki\b", mm.read_text(), re.M) else "0.1"
+    api = "0.3" if mm.is_file() and re.search(r"^import nki\b", mm.read_text(), re.MULTILINE) else "0.1"
     add("matmul_basic", "matmul", "matrix_multiplication/matrix_multiplication_nki_kernels.py", kernel="nki_matmul_basic_", mkn=(64, 128, 512), api=api)
     for k in ("tiled", "hoist_load", "block_free_dimension", "fully_optimized"):
         add(f"matmul_{k}", "matmul", "matrix_multiplication/matrix_multiplication_nki_kernels.py", kernel=f"nki_matmul_{k}_", mkn=(4096, 1024, 2048), api=api)
@@ -467,7 +467,7 @@ def pytest_cases(root: Path, tag: str, seen: dict[str, str], mem_gb: float, max_
         "import sys, pytest, nkiagent.emu; nkiagent.emu.install(force=True); sys.path.insert(0, sys.argv[1]);"
         "sys.exit(pytest.main(['-q', '--collect-only', '-p', 'no:cacheprovider', '--simulation-only', sys.argv[2]]))"
     )
-    proc = subprocess.run([sys.executable, "-c", code, str(root / "src"), str(unit)], capture_output=True, text=True, timeout=600,
+    proc = subprocess.run([sys.executable, "-c", code, str(root / "src"), str(unit)], capture_output=True, text=True, timeout=600, check=False,
                           preexec_fn=_limits(mem_gb), cwd=unit)
     cases: list[Case] = []
     per_function: dict[str, int] = {}
@@ -527,7 +527,7 @@ def run_case(case: Case, mem_gb: float, timeout: float) -> Outcome:
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     start = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(asdict(case))], capture_output=True, text=True,
+        proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(asdict(case))], capture_output=True, text=True, check=False,
                               timeout=timeout, preexec_fn=_limits(mem_gb), env=env, cwd=Path(case.path).parent if case.kind != "pytest" else None)
     except subprocess.TimeoutExpired:
         return Outcome(False, False, f"timeout after {timeout:.0f} s", "", time.perf_counter() - start)

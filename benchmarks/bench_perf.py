@@ -53,7 +53,7 @@ def tracing_overhead(reps: int = 21) -> dict[str, float]:
     sys.path.insert(0, str(ROOT))
     import numpy as np
 
-    import nkiagent.emu as emu
+    from nkiagent import emu
 
     emu.install()
     from nkiagent.perf import build_profile, get_spec, schedule

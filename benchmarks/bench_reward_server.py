@@ -67,10 +67,12 @@ def main() -> None:
     args = ap.parse_args()
     print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     warm = Scorer(workers=args.workers)
-    run(warm, kernels(len({t for t, _ in kernels(args.kernels, 'w')}), "warm-up"), args.batch)  # baselines and inputs on disk
+    run(warm, kernels(len({t for t, _ in kernels(args.kernels, "w")}), "warm-up"), args.batch)  # baselines and inputs on disk
     rate, rewards = run(Scorer(workers=args.workers), kernels(args.kernels, "local"), args.batch)
     passed = sum(r > 0 for r in rewards)
-    print(f"local pool, {args.workers} workers: {rate:.2f} rewards/s over {len(rewards)} distinct level-1 kernels ({passed} passed); target ≥ 1")
+    print(
+        f"local pool, {args.workers} workers: {rate:.2f} rewards/s over {len(rewards)} distinct level-1 kernels ({passed} passed); target ≥ 1"
+    )
     if args.ray:
         import ray
 

@@ -31,17 +31,24 @@ TASKS = ("vector_add", "softmax", "silu", "gelu", "rmsnorm", "layernorm")
 STRATEGIES = ("best-of-n", "refine", "beam", "evolve")
 
 
-def _strategies(tasks: list[str], budget: int, workers: int, cascade: bool, root: Path) -> dict[tuple[str, str], tuple[float, int | None, int, float]]:
+def _strategies(
+    tasks: list[str], budget: int, workers: int, cascade: bool, root: Path
+) -> dict[tuple[str, str], tuple[float, int | None, int, float]]:
     out: dict[tuple[str, str], tuple[float, int | None, int, float]] = {}
     for task in tasks:
         for strategy in STRATEGIES:
             t0 = time.perf_counter()
-            res = run_search(SearchConfig(task=task, strategy=strategy, max_candidates=budget, workers=workers, cascade=cascade), root / task)
+            res = run_search(
+                SearchConfig(task=task, strategy=strategy, max_candidates=budget, workers=workers, cascade=cascade), root / task
+            )
             _, curve, _ = load_trace(res.session.dir).best_curve()
             best = curve[-1] if curve else 0.0
             out[(task, strategy)] = (best, evals_to_fraction(curve), res.candidates, time.perf_counter() - t0)
-            print(f"  {task:<11} {strategy:<10} best {best:.4f}×  to 90%: {evals_to_fraction(curve)}  candidates {res.candidates:>3}  "
-                  f"{time.perf_counter() - t0:6.1f} s  ({res.stop_reason})", flush=True)
+            print(
+                f"  {task:<11} {strategy:<10} best {best:.4f}×  to 90%: {evals_to_fraction(curve)}  candidates {res.candidates:>3}  "
+                f"{time.perf_counter() - t0:6.1f} s  ({res.stop_reason})",
+                flush=True,
+            )
     return out
 
 
@@ -92,8 +99,10 @@ def main() -> None:
 
 def _print_scaling(n: int) -> None:
     one, two, before, after = _pool_scaling(n)
-    print(f"\nlocal pool, {n} distinct vector_add candidates: 1 worker {one:.1f} s, 2 workers {two:.1f} s "
-          f"→ {one / two:.2f}× (target ≥ 1.7×); load average before {before}, after {after}")
+    print(
+        f"\nlocal pool, {n} distinct vector_add candidates: 1 worker {one:.1f} s, 2 workers {two:.1f} s "
+        f"→ {one / two:.2f}× (target ≥ 1.7×); load average before {before}, after {after}"
+    )
 
 
 if __name__ == "__main__":

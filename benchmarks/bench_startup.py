@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the fake server lives in tests/agent/
 
-from tests.agent.fake_openai import FakeOpenAI, Reply  # noqa: E402
+from tests.agent.fake_openai import FakeOpenAI, Reply
 
 HELP_TARGET_S = 0.5
 FIRST_REQUEST_TARGET_S = 2.0
@@ -52,8 +52,22 @@ def time_first_request(workdir: Path) -> float:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENAI_API_KEY": "sk-fake"}
     with FakeOpenAI(lifetime_s=120) as srv:
         srv.push(Reply(content="Nothing to change."))
-        cmd = [*_nkiagent(), "run", "--task", "vector_add", "--model", "openai/fake", "--api-base", srv.url,
-               "--approve", "never", "--max-turns", "1", "--workspace", str(ws)]
+        cmd = [
+            *_nkiagent(),
+            "run",
+            "--task",
+            "vector_add",
+            "--model",
+            "openai/fake",
+            "--api-base",
+            srv.url,
+            "--approve",
+            "never",
+            "--max-turns",
+            "1",
+            "--workspace",
+            str(ws),
+        ]
         t = time.perf_counter()
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
@@ -78,9 +92,13 @@ def main() -> None:
     h, f = statistics.median(helps), statistics.median(firsts)
     print(f"load average before / after: {load0:.2f} / {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs\n")
     print("| measurement | median (min–max) | target | ok |\n|---|---|---|---|")
-    print(f"| `nkiagent run --help` | {h:.3f} s ({min(helps):.3f}–{max(helps):.3f}) | ≤ {HELP_TARGET_S} s | {'yes' if h <= HELP_TARGET_S else 'NO'} |")
-    print(f"| launch → first model request | {f:.3f} s ({min(firsts):.3f}–{max(firsts):.3f}) | ≤ {FIRST_REQUEST_TARGET_S} s | "
-          f"{'yes' if f <= FIRST_REQUEST_TARGET_S else 'NO'} |")
+    print(
+        f"| `nkiagent run --help` | {h:.3f} s ({min(helps):.3f}–{max(helps):.3f}) | ≤ {HELP_TARGET_S} s | {'yes' if h <= HELP_TARGET_S else 'NO'} |"
+    )
+    print(
+        f"| launch → first model request | {f:.3f} s ({min(firsts):.3f}–{max(firsts):.3f}) | ≤ {FIRST_REQUEST_TARGET_S} s | "
+        f"{'yes' if f <= FIRST_REQUEST_TARGET_S else 'NO'} |"
+    )
 
 
 if __name__ == "__main__":

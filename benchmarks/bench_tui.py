@@ -52,8 +52,9 @@ def first_frame(args: list[str], marker: bytes, timeout: float = 30.0) -> tuple[
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     env.update(TERM="xterm-256color", LITELLM_LOCAL_MODEL_COST_MAP="True", OPENAI_API_KEY="sk-bench")
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "nkiagent.cli", *args], stdin=slave, stdout=slave, stderr=slave, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nkiagent.cli", *args], stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True
+    )
     os.close(slave)
     seen = b""
     try:
@@ -87,7 +88,9 @@ asyncio.run(main())
 
 
 def imports_at_first_frame(ws: Path) -> list[str]:
-    out = subprocess.run([sys.executable, "-c", _IMPORTS_AT_FIRST_FRAME.format(ws=str(ws), heavy=HEAVY)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _IMPORTS_AT_FIRST_FRAME.format(ws=str(ws), heavy=HEAVY)], capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -112,7 +115,23 @@ async def key_latency(seconds: float, tokens_per_s: float = 100.0) -> tuple[list
     def stream() -> None:
         """Post tokens on a fixed schedule (catching up after a late wake-up), so the rate stays 100/s on a busy machine."""
         nonlocal sent
-        words = ["The", "DMA", "queues", "are", "the", "bottleneck,", "so", "**wider", "tiles**", "move", "more", "bytes", "per", "transfer.", ""]
+        words = [
+            "The",
+            "DMA",
+            "queues",
+            "are",
+            "the",
+            "bottleneck,",
+            "so",
+            "**wider",
+            "tiles**",
+            "move",
+            "more",
+            "bytes",
+            "per",
+            "transfer.",
+            "",
+        ]
         start = time.perf_counter()
         while not stop.is_set():
             due = int((time.perf_counter() - start) * tokens_per_s)
@@ -155,8 +174,13 @@ def main() -> None:
     a = ap.parse_args()
     ws = Path(tempfile.mkdtemp(prefix="nkiagent-bench-tui-"))
     idle = [first_frame(["--workspace", str(ws)], b"Welcome") for _ in range(a.runs)]
-    session = [first_frame(["--workspace", str(ws), "--task", "vector_add", "--model", "openai/bench", "--api-base", "http://127.0.0.1:9/v1"],
-                           b"message the model") for _ in range(a.runs)]
+    session = [
+        first_frame(
+            ["--workspace", str(ws), "--task", "vector_add", "--model", "openai/bench", "--api-base", "http://127.0.0.1:9/v1"],
+            b"message the model",
+        )
+        for _ in range(a.runs)
+    ]
     heavy = imports_at_first_frame(ws)
     delays, tokens = asyncio.run(key_latency(a.seconds))
     print("| measurement | n | median ms | p95 ms | max ms | target |")

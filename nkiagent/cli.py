@@ -20,7 +20,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="A coding agent for AWS Trainium NKI kernels, with an embedded NKI emulator.",
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
-    parser.add_argument("--completion", choices=["bash", "zsh"], help="print a shell completion script (eval \"$(nkiagent --completion bash)\")")
+    parser.add_argument(
+        "--completion", choices=["bash", "zsh"], help='print a shell completion script (eval "$(nkiagent --completion bash)")'
+    )
     ui = parser.add_argument_group("the terminal UI (no COMMAND opens it in the workspace)")
     ui.add_argument("--task", dest="ui_task", metavar="NAME", help="start a session on this task in the UI")
     add_settings_options(ui, dest_prefix="ui_")
@@ -31,7 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("kernel", help="path to a Python file defining an @nki.jit kernel")
     sim.add_argument("--kernel-name", help="function to run (default: the only @nki.jit kernel in the file)")
     sim.add_argument("--inputs", required=True, help='comma-separated NAME:SHAPE:DTYPE, e.g. "a:256x512:float32,b:256x512:float32"')
-    sim.add_argument("--target", choices=["trn1", "trn2", "trn3"], help="Trainium generation (default: $NEURON_PLATFORM_TARGET_OVERRIDE or trn2)")
+    sim.add_argument(
+        "--target", choices=["trn1", "trn2", "trn3"], help="Trainium generation (default: $NEURON_PLATFORM_TARGET_OVERRIDE or trn2)"
+    )
     sim.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     sim.add_argument("--json", action="store_true", help="print a JSON summary")
 
@@ -39,8 +43,14 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("kernel", help="path to a Python file defining an @nki.jit kernel")
     prof.add_argument("--kernel-name", help="function to run (default: the only @nki.jit kernel in the file)")
     prof.add_argument("--inputs", required=True, help='comma-separated NAME:SHAPE:DTYPE, e.g. "a:4096x8192:bfloat16"')
-    prof.add_argument("--target", choices=["trn1", "trn2", "trn3"], help="Trainium generation (default: $NEURON_PLATFORM_TARGET_OVERRIDE or trn2)")
-    prof.add_argument("--timing-only", action="store_true", help="run control flow and the instruction stream without computing numbers (fast, no tensor data)")
+    prof.add_argument(
+        "--target", choices=["trn1", "trn2", "trn3"], help="Trainium generation (default: $NEURON_PLATFORM_TARGET_OVERRIDE or trn2)"
+    )
+    prof.add_argument(
+        "--timing-only",
+        action="store_true",
+        help="run control flow and the instruction stream without computing numbers (fast, no tensor data)",
+    )
     prof.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     prof.add_argument("--json", action="store_true", help="print the profile as JSON")
     prof.add_argument("--trace", metavar="OUT.json", help="write a Chrome-trace/Perfetto timeline (one track per engine and DMA queue)")
@@ -128,9 +138,15 @@ def build_parser() -> argparse.ArgumentParser:
     ops = sub.add_parser("ops", help="list the nki.isa and nki.language APIs the emulator supports")
     ops.add_argument("--json", action="store_true")
 
-    doc = sub.add_parser("doctor", help="show which Neuron software (nki, neuronx-cc, devices, profiler) is here and which backend each command uses")
+    doc = sub.add_parser(
+        "doctor", help="show which Neuron software (nki, neuronx-cc, devices, profiler) is here and which backend each command uses"
+    )
     doc.add_argument("--json", action="store_true")
-    doc.add_argument("--model", metavar="MODEL", help="also send one tiny request to this model (with the configured endpoint and key) and say what works")
+    doc.add_argument(
+        "--model",
+        metavar="MODEL",
+        help="also send one tiny request to this model (with the configured endpoint and key) and say what works",
+    )
     doc.add_argument("--api-base", help="endpoint for --model (default: the configuration's)")
     doc.add_argument("--api-key-env", help="environment variable holding the key for --model")
     doc.add_argument("--workspace", default=".", help="the repository whose configuration --model uses (default: here)")
@@ -139,15 +155,22 @@ def build_parser() -> argparse.ArgumentParser:
     cc.add_argument("kernel", help="path to the kernel file")
     cc.add_argument("--task", required=True, help="builtin task name or task file")
     cc.add_argument("--target", choices=["trn1", "trn2", "trn3"], help="Trainium generation (default: trn2)")
-    cc.add_argument("--backend", choices=["auto", "neuron-sim", "neuron-hw"], default="auto", help="the real side (default: hardware if present, else AWS's simulator)")
+    cc.add_argument(
+        "--backend",
+        choices=["auto", "neuron-sim", "neuron-hw"],
+        default="auto",
+        help="the real side (default: hardware if present, else AWS's simulator)",
+    )
     cc.add_argument("--seeds", type=int, default=VISIBLE_SEEDS, help=f"seeds of the visible shape (default {VISIBLE_SEEDS})")
     cc.add_argument("--report", metavar="OUT.md", help="write a Markdown report to attach to an issue")
     cc.add_argument("--json", action="store_true", help="print the report as JSON")
 
-    integ = sub.add_parser("integrate", help="write a wrapper that calls the kernel from your model on Trainium (original function elsewhere) and its test")
+    integ = sub.add_parser(
+        "integrate", help="write a wrapper that calls the kernel from your model on Trainium (original function elsewhere) and its test"
+    )
     integ.add_argument("source", metavar="SESSION|KERNEL", help="a session id (its best passing kernel) or a kernel file")
     integ.add_argument("--into", required=True, metavar="PATH.py:FN", help="the model file and function the kernel replaces")
-    integ.add_argument("--inputs", help='test inputs NAME:SHAPE:DTYPE,… (default: the task\'s shapes)')
+    integ.add_argument("--inputs", help="test inputs NAME:SHAPE:DTYPE,… (default: the task's shapes)")
     integ.add_argument("--task", help="task whose shapes and tolerance the generated test uses (default: the session's task)")
     integ.add_argument("--sessions-dir", default="sessions")
 
@@ -164,9 +187,15 @@ def add_settings_options(p: argparse._ActionsContainer, dest_prefix: str = "") -
     kinds = {"int": int, "float": float}
     for key, value in Settings().to_dict().items():
         help_, choices, kind = setting_help(key)
-        p.add_argument("--" + key.replace("_", "-"), dest=dest_prefix + key, type=kinds.get(kind, str), choices=choices or None,
-                       default=None, metavar=None if choices else key.upper(),
-                       help=f"{help_} (default: {value if value is not None else 'not set'}; see `nkiagent config show`)")
+        p.add_argument(
+            "--" + key.replace("_", "-"),
+            dest=dest_prefix + key,
+            type=kinds.get(kind, str),
+            choices=choices or None,
+            default=None,
+            metavar=None if choices else key.upper(),
+            help=f"{help_} (default: {value if value is not None else 'not set'}; see `nkiagent config show`)",
+        )
 
 
 def _output_options(p: argparse.ArgumentParser) -> None:
@@ -177,8 +206,12 @@ def _output_options(p: argparse.ArgumentParser) -> None:
 
 
 def _backend_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", choices=["auto", "emulator", "neuron-sim", "neuron-hw"], default="auto",
-                   help="where kernels run: auto (hardware if present, else AWS's simulator, else the emulator), or one of them; see `nkiagent doctor`")
+    p.add_argument(
+        "--backend",
+        choices=["auto", "emulator", "neuron-sim", "neuron-hw"],
+        default="auto",
+        help="where kernels run: auto (hardware if present, else AWS's simulator, else the emulator), or one of them; see `nkiagent doctor`",
+    )
 
 
 def _use_backend(requested: str) -> str | None:
@@ -278,8 +311,13 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command in ("run", "demo", "sessions", "resume", "undo"):
         from .commands import agent
 
-        return {"run": agent.run_run, "demo": agent.run_demo, "sessions": agent.run_sessions, "resume": agent.run_sessions,
-                "undo": agent.run_undo}[args.command](args)
+        return {
+            "run": agent.run_run,
+            "demo": agent.run_demo,
+            "sessions": agent.run_sessions,
+            "resume": agent.run_sessions,
+            "undo": agent.run_undo,
+        }[args.command](args)
     if args.command == "search":
         from .commands.search import run_search_command
 
@@ -299,7 +337,9 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command in ("doctor", "crosscheck", "integrate"):
         from .commands import crosscheck, doctor, integrate
 
-        return {"doctor": doctor.run_doctor, "crosscheck": crosscheck.run_crosscheck, "integrate": integrate.run_integrate}[args.command](args)
+        return {"doctor": doctor.run_doctor, "crosscheck": crosscheck.run_crosscheck, "integrate": integrate.run_integrate}[args.command](
+            args
+        )
     if args.command is None:
         from .commands.agent import run_ui
 

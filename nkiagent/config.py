@@ -78,7 +78,9 @@ class Settings:
     max_turns: int = field(default=30, metadata={"help": "most model turns of a session", "minimum": 1})
     budget_usd: float | None = field(default=None, metadata={"help": "stop when the model cost reaches this", "minimum": 0})
     max_seconds: float | None = field(default=None, metadata={"help": "stop after this many seconds", "minimum": 0})
-    verify_seeds: int = field(default=VISIBLE_SEEDS, metadata={"help": "seeds of the visible shape in the correctness protocol", "minimum": 1})
+    verify_seeds: int = field(
+        default=VISIBLE_SEEDS, metadata={"help": "seeds of the visible shape in the correctness protocol", "minimum": 1}
+    )
 
     def to_dict(self) -> dict[str, Any]:
         """Every field with its typed value (JSON-able): what a session stores."""

@@ -127,7 +127,9 @@ def _calls(msg: dict[str, Any]) -> list[ToolCall]:
             err = "" if isinstance(args, dict) else "arguments must be a JSON object"
         except ValueError as exc:
             args, err = {}, f"arguments are not valid JSON: {exc}"
-        out.append(ToolCall(tc.get("id", ""), fn.get("name", ""), args if isinstance(args, dict) else {}, raw if isinstance(raw, str) else "", err))
+        out.append(
+            ToolCall(tc.get("id", ""), fn.get("name", ""), args if isinstance(args, dict) else {}, raw if isinstance(raw, str) else "", err)
+        )
     return out
 
 
@@ -172,8 +174,13 @@ def build_graph(rt: Runtime, checkpointer: Any = None) -> Any:
         usage["completion_tokens"] += u.completion_tokens
         usage["cost_usd"] += u.cost_usd
         msg = answer.to_message()
-        rt.emit("model_response", turn=turn, message=msg, usage={"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
-                                                                  "cost_usd": u.cost_usd}, finish_reason=answer.finish_reason)
+        rt.emit(
+            "model_response",
+            turn=turn,
+            message=msg,
+            usage={"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "cost_usd": u.cost_usd},
+            finish_reason=answer.finish_reason,
+        )
         update: dict[str, Any] = {"messages": [msg], "turn": turn, "usage": usage}
         if not answer.tool_calls:
             nudges = state.get("nudges", 0) + 1
@@ -205,14 +212,22 @@ def build_graph(rt: Runtime, checkpointer: Any = None) -> Any:
                 out.append(_tool_message(call.id, result_text))
                 continue
             if pending is not None and call.arguments.get("path") not in (None, pending["path"]):
-                result_text = (f"error: not proposed: this turn's proposal already edits {pending['path']}; a proposal holds one file — "
-                               f"edit {call.arguments.get('path')} in the next turn")
+                result_text = (
+                    f"error: not proposed: this turn's proposal already edits {pending['path']}; a proposal holds one file — "
+                    f"edit {call.arguments.get('path')} in the next turn"
+                )
                 rt.emit("tool_result", id=call.id, name=call.name, ok=False, content=result_text)
                 pending["later"].append({"id": call.id, "name": call.name, "arguments": call.arguments, "error": result_text})
                 continue
             res = rt.tools.call(rt.ctx, call.name, call.arguments)
-            rt.emit("tool_result", id=call.id, name=call.name, ok=res.ok, content=res.content[:20000],
-                    data={k: v for k, v in res.data.items() if k != "evaluation"})
+            rt.emit(
+                "tool_result",
+                id=call.id,
+                name=call.name,
+                ok=res.ok,
+                content=res.content[:20000],
+                data={k: v for k, v in res.data.items() if k != "evaluation"},
+            )
             if "evaluation" in res.data:
                 best = _record_evaluation(rt, {**state, "best": best}, res.data["evaluation"], call.arguments.get("path", ""))
             if res.edit is not None:
@@ -236,9 +251,18 @@ def build_graph(rt: Runtime, checkpointer: Any = None) -> Any:
             from .hunks import diff_hunks, unified_diff
 
             hunks = diff_hunks(pending["old"], pending["new"], pending["path"])
-            pending.update(tool_call_id=pending["calls"][0], diff=unified_diff(pending["old"], pending["new"], pending["path"]), hunks=len(hunks))
-            rt.emit("edit_proposed", turn=state.get("turn", 0), path=pending["path"], diff=pending["diff"], hunks=len(hunks),
-                    tool_call_id=pending["tool_call_id"], edit_calls=len(pending["calls"]))
+            pending.update(
+                tool_call_id=pending["calls"][0], diff=unified_diff(pending["old"], pending["new"], pending["path"]), hunks=len(hunks)
+            )
+            rt.emit(
+                "edit_proposed",
+                turn=state.get("turn", 0),
+                path=pending["path"],
+                diff=pending["diff"],
+                hunks=len(hunks),
+                tool_call_id=pending["tool_call_id"],
+                edit_calls=len(pending["calls"]),
+            )
         update: dict[str, Any] = {"messages": out, "pending": pending, "best": best}
         if done:
             update.update(done=True, stop_reason=stop, result=result)
@@ -257,7 +281,9 @@ def build_graph(rt: Runtime, checkpointer: Any = None) -> Any:
             hunks = [{"index": h.index, "header": h.header, "lines": h.lines} for h in diff_hunks(p["old"], p["new"], p["path"])]
             decision = interrupt({"kind": "review", "path": p["path"], "diff": p["diff"], "hunks": hunks, "proposed": p["new"]})
             decision = _normalize_decision(decision, len(hunks))
-        rt.emit("review_decision", turn=state.get("turn", 0), path=p["path"], decision=decision, mode=rt.approve, tool_call_id=p["tool_call_id"])
+        rt.emit(
+            "review_decision", turn=state.get("turn", 0), path=p["path"], decision=decision, mode=rt.approve, tool_call_id=p["tool_call_id"]
+        )
         return {"decision": decision}
 
     def apply_node(state: AgentState) -> dict[str, Any]:
@@ -295,24 +321,40 @@ def build_graph(rt: Runtime, checkpointer: Any = None) -> Any:
             rt.emit("edit_refused", turn=state.get("turn", 0), path=p["path"], reason=refused, action=d["action"])
             content = f"The edit to {p['path']} was not applied: {refused}"
         else:
-            content = render("feedback.md.j2", None, decision=d, path=p["path"], total=p["hunks"], commit=commit or "", evaluation=evaluation_text)
+            content = render(
+                "feedback.md.j2", None, decision=d, path=p["path"], total=p["hunks"], commit=commit or "", evaluation=evaluation_text
+            )
         if n > 1:
             content = f"Your {n} edit calls to {p['path']} in this turn were reviewed as one proposal. " + content
         messages = [_tool_message(p["tool_call_id"], content)]
         done, stop, update_result = False, "", None
         for later in p.get("later", []):
             if "part" in later:
-                messages.append(_tool_message(later["id"], f"edit call {later['part']} of {n}: part of the proposal above (the result of the first edit call)"))
+                messages.append(
+                    _tool_message(
+                        later["id"], f"edit call {later['part']} of {n}: part of the proposal above (the result of the first edit call)"
+                    )
+                )
             elif "name" not in later or later.get("error"):
                 messages.append(_tool_message(later["id"], later.get("error") or "error"))
             elif evaluated and later["name"] == "evaluate" and later["arguments"].get("path") == p["path"]:
-                messages.append(_tool_message(later["id"], f"{p['path']} was evaluated once, after this turn's edits were applied: "
-                                                           "see the result of the first edit call"))
+                messages.append(
+                    _tool_message(
+                        later["id"],
+                        f"{p['path']} was evaluated once, after this turn's edits were applied: see the result of the first edit call",
+                    )
+                )
             else:
                 rt.emit("tool_call", turn=state.get("turn", 0), id=later["id"], name=later["name"], arguments=later["arguments"])
                 res = rt.tools.call(rt.ctx, later["name"], later["arguments"])
-                rt.emit("tool_result", id=later["id"], name=later["name"], ok=res.ok, content=res.content[:20000],
-                        data={k: v for k, v in res.data.items() if k != "evaluation"})
+                rt.emit(
+                    "tool_result",
+                    id=later["id"],
+                    name=later["name"],
+                    ok=res.ok,
+                    content=res.content[:20000],
+                    data={k: v for k, v in res.data.items() if k != "evaluation"},
+                )
                 if "evaluation" in res.data:
                     best = _record_evaluation(rt, {**state, "best": best}, res.data["evaluation"], later["arguments"].get("path", ""))
                 messages.append(_tool_message(later["id"], res.content))
@@ -370,9 +412,16 @@ def _normalize_decision(raw: Any, n_hunks: int) -> dict[str, Any]:
 def _result(data: dict[str, Any]) -> dict[str, Any]:
     """The session's result from a submit's data: the file and its full verification."""
     ev = data.get("evaluation") or {}
-    return {"path": data.get("path", ""), "verdict": ev.get("verdict"), "latency_us": ev.get("latency_us"), "speedup": ev.get("speedup"),
-            "code_sha256": ev.get("code_sha256"), "timing_source": ev.get("timing_source"), "reasons": ev.get("reasons", [])[:3],
-            "speedup_vs": ev.get("speedup_vs")}
+    return {
+        "path": data.get("path", ""),
+        "verdict": ev.get("verdict"),
+        "latency_us": ev.get("latency_us"),
+        "speedup": ev.get("speedup"),
+        "code_sha256": ev.get("code_sha256"),
+        "timing_source": ev.get("timing_source"),
+        "reasons": ev.get("reasons", [])[:3],
+        "speedup_vs": ev.get("speedup_vs"),
+    }
 
 
 def _record_evaluation(rt: Runtime, state: AgentState, ev: dict[str, Any], path: str) -> dict[str, Any] | None:
@@ -381,10 +430,24 @@ def _record_evaluation(rt: Runtime, state: AgentState, ev: dict[str, Any], path:
     sha = str(ev.get("code_sha256") or "")
     if not sha or sha not in rt.candidates:  # the same kernel evaluated again (a submit's full verification) is not a new candidate
         rt.candidates.add(sha)
-        rt.emit("candidate", turn=state.get("turn", 0), path=path, code_sha256=ev.get("code_sha256"), verdict=ev.get("verdict"),
-                latency_us=ev.get("latency_us"), speedup=ev.get("speedup"), timing_source=ev.get("timing_source"))
+        rt.emit(
+            "candidate",
+            turn=state.get("turn", 0),
+            path=path,
+            code_sha256=ev.get("code_sha256"),
+            verdict=ev.get("verdict"),
+            latency_us=ev.get("latency_us"),
+            speedup=ev.get("speedup"),
+            timing_source=ev.get("timing_source"),
+        )
     best = state.get("best")
     if ev.get("verdict") == "pass" and ev.get("latency_us") is not None and (best is None or ev["latency_us"] < best["latency_us"]):
-        return {"code_sha256": ev.get("code_sha256"), "latency_us": ev["latency_us"], "speedup": ev.get("speedup"), "path": path,
-                "timing_source": ev.get("timing_source"), "speedup_vs": ev.get("speedup_vs")}
+        return {
+            "code_sha256": ev.get("code_sha256"),
+            "latency_us": ev["latency_us"],
+            "speedup": ev.get("speedup"),
+            "path": path,
+            "timing_source": ev.get("timing_source"),
+            "speedup_vs": ev.get("speedup_vs"),
+        }
     return best

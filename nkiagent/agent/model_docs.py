@@ -19,7 +19,9 @@ def cost_model_pages() -> list[tuple[str, str]]:
     rows = "\n".join(
         f"- {s.name}: {s.dma_queues} queues × {s.dma_bytes_per_ns_per_queue:g} B/ns = {s.dma_bytes_per_ns:g} B/ns peak; HBM {s.hbm_gbps:g} GB/s "
         f"per NeuronCore; fixed latency {s.dma_fixed_ns:g} ns per DMA ({s.dma_hwdge_fixed_ns:g} ns for hardware-DGE DMAs); each DMA also "
-        f"occupies its queues {s.dma_issue_ns:g} ns to issue" for s in specs)
+        f"occupies its queues {s.dma_issue_ns:g} ns to issue"
+        for s in specs
+    )
     trn2 = get_spec("trn2")
     curve = ", ".join(f"{c} B → {100 * dma_efficiency(c, trn2):.0f}%" for c in (64, 128, 256, 512, 1024, 2048, 4096, 8192))
     dma = f"""How the cost model times a DMA (dma_copy, spills, transposes; `emulator-estimate`):

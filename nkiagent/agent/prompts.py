@@ -25,8 +25,13 @@ def render(name: str, workspace: Path | None = None, **values: Any) -> str:
 
 def system_prompt(target: str, workspace: Path | None = None) -> str:
     cheat = next((d / "nki_cheatsheet.md" for d in reversed(asset_dirs("prompts", workspace)) if (d / "nki_cheatsheet.md").is_file()), None)
-    return render("system.md.j2", workspace, target=target, timing_source="the nkiagent emulator's cost model (emulator-estimate)",
-                  cheatsheet=cheat.read_text() if cheat else "")
+    return render(
+        "system.md.j2",
+        workspace,
+        target=target,
+        timing_source="the nkiagent emulator's cost model (emulator-estimate)",
+        cheatsheet=cheat.read_text() if cheat else "",
+    )
 
 
 def task_prompt(task: Any, kernel_path: str, target: str, best: str = "", workspace: Path | None = None, turns: int | None = None) -> str:
@@ -36,7 +41,15 @@ def task_prompt(task: Any, kernel_path: str, target: str, best: str = "", worksp
     except (OSError, TypeError):
         reference = f"# {task.reference!r} (source unavailable)"
     desc = task.describe()
-    view = {"name": task.name, "level": task.level, "description": task.description, "constraints": task.constraints,
-            "inputs": desc["inputs"], "output": desc["output"], "tolerance": task.tolerance}
-    return render("task.md.j2", workspace, task=view, kernel_path=kernel_path, reference=reference.strip(), target=target, best=best,
-                  turns=turns)
+    view = {
+        "name": task.name,
+        "level": task.level,
+        "description": task.description,
+        "constraints": task.constraints,
+        "inputs": desc["inputs"],
+        "output": desc["output"],
+        "tolerance": task.tolerance,
+    }
+    return render(
+        "task.md.j2", workspace, task=view, kernel_path=kernel_path, reference=reference.strip(), target=target, best=best, turns=turns
+    )

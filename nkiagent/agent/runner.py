@@ -21,7 +21,16 @@ from .lock import lock_repository
 from .prompts import system_prompt, task_prompt
 from .tools import AgentContext, ToolRegistry, load_tools
 
-__all__ = ["SessionConfig", "SessionOutcome", "drive", "edit_in_editor", "resume_session", "start_session", "starting_kernel", "terminal_review"]
+__all__ = [
+    "SessionConfig",
+    "SessionOutcome",
+    "drive",
+    "edit_in_editor",
+    "resume_session",
+    "start_session",
+    "starting_kernel",
+    "terminal_review",
+]
 
 
 @dataclass(kw_only=True)
@@ -48,15 +57,27 @@ class SessionConfig(Settings):
 
     def to_meta(self) -> dict[str, Any]:
         """JSON for ``meta.json``: typed values, nothing turned into strings."""
-        return {"settings": self.settings.to_dict(), "task": self.task, "workspace": str(self.workspace), "kernel_path": self.kernel_path,
-                "sessions_dir": None if self.sessions_dir is None else str(self.sessions_dir), "tools": self.tools}
+        return {
+            "settings": self.settings.to_dict(),
+            "task": self.task,
+            "workspace": str(self.workspace),
+            "kernel_path": self.kernel_path,
+            "sessions_dir": None if self.sessions_dir is None else str(self.sessions_dir),
+            "tools": self.tools,
+        }
 
     @classmethod
     def from_meta(cls, conf: dict[str, Any]) -> SessionConfig:
         """The config :meth:`to_meta` stored; a bad value is a :class:`~nkiagent.config.ConfigError` naming it."""
         settings = Settings.from_dict(conf.get("settings") or {})
-        return cls.from_settings(settings, task=conf["task"], workspace=Path(conf["workspace"]), kernel_path=conf.get("kernel_path"),
-                                 sessions_dir=None if conf.get("sessions_dir") is None else Path(conf["sessions_dir"]), tools=conf.get("tools"))
+        return cls.from_settings(
+            settings,
+            task=conf["task"],
+            workspace=Path(conf["workspace"]),
+            kernel_path=conf.get("kernel_path"),
+            sessions_dir=None if conf.get("sessions_dir") is None else Path(conf["sessions_dir"]),
+            tools=conf.get("tools"),
+        )
 
 
 @dataclass
@@ -84,8 +105,15 @@ def build_model(settings: Settings) -> Any:
 
     if settings.model.startswith(("scripted:", "builtin/")):
         return get_model(settings.model)  # offline models take no endpoint or sampling options
-    return get_model(settings.model, api_base=settings.api_base, api_key_env=settings.api_key_env, timeout_s=settings.timeout_s,
-                     num_retries=settings.retries, temperature=settings.temperature, max_tokens=settings.max_tokens)
+    return get_model(
+        settings.model,
+        api_base=settings.api_base,
+        api_key_env=settings.api_key_env,
+        timeout_s=settings.timeout_s,
+        num_retries=settings.retries,
+        temperature=settings.temperature,
+        max_tokens=settings.max_tokens,
+    )
 
 
 def check_model(model: Any) -> None:
@@ -95,8 +123,13 @@ def check_model(model: Any) -> None:
         check()
 
 
-def _runtime(cfg: SessionConfig, session: Session, on_event: Callable[[str, dict[str, Any]], None] | None,
-             on_token: Callable[[str], None] | None, model: Any = None) -> Runtime:
+def _runtime(
+    cfg: SessionConfig,
+    session: Session,
+    on_event: Callable[[str, dict[str, Any]], None] | None,
+    on_token: Callable[[str], None] | None,
+    model: Any = None,
+) -> Runtime:
     """The runtime of a new or resumed session; the starting kernel (stored in the session) is the reference of a task without a baseline."""
     from ..tasks import get_task
     from .workspace import Workspace, kernel_path
@@ -120,8 +153,9 @@ def _checkpointer(session: Session) -> Any:
     return SqliteSaver(conn)
 
 
-def start_session(cfg: SessionConfig, on_event: Callable[[str, dict[str, Any]], None] | None = None,
-                  on_token: Callable[[str], None] | None = None) -> tuple[Runtime, Any, dict[str, Any]]:
+def start_session(
+    cfg: SessionConfig, on_event: Callable[[str, dict[str, Any]], None] | None = None, on_token: Callable[[str], None] | None = None
+) -> tuple[Runtime, Any, dict[str, Any]]:
     """Create the session (store, kernel file if missing) and return (runtime, graph, first input).
 
     The task and the model are checked first (``KeyError``/``FileNotFoundError``/``ModelError``), so a
@@ -141,9 +175,20 @@ def start_session(cfg: SessionConfig, on_event: Callable[[str, dict[str, Any]], 
     session_id = new_session_id()
     lock_repository(cfg.workspace, store.root, session_id)  # before anything is written: a busy repository leaves no session
     cfg.kernel_path = kernel
-    session = store.create({"task": task.name, "model": cfg.model, "strategy": "refine", "target": cfg.target, "approve": cfg.approve,
-                            "kernel_path": kernel, "workspace": str(cfg.workspace), "config": cfg.to_meta(),
-                            "versions": {"nkiagent": __version__, "python": sys.version.split()[0]}}, session_id)
+    session = store.create(
+        {
+            "task": task.name,
+            "model": cfg.model,
+            "strategy": "refine",
+            "target": cfg.target,
+            "approve": cfg.approve,
+            "kernel_path": kernel,
+            "workspace": str(cfg.workspace),
+            "config": cfg.to_meta(),
+            "versions": {"nkiagent": __version__, "python": sys.version.split()[0]},
+        },
+        session_id,
+    )
     if start_text is not None:  # the session owns the starting kernel it writes, so it may keep editing it
         ws.write(kernel, start_text, session.id, f"nkiagent: starting kernel for {task.name}")
     # the kernel in force at the first prompt: the speedup reference of a task without a baseline, and
@@ -154,8 +199,15 @@ def start_session(cfg: SessionConfig, on_event: Callable[[str, dict[str, Any]], 
     session.update_meta(tools=rt.tools.schemas())  # exports read the tools the session offered from the session itself
     if ws.warning:
         rt.emit("note", text=ws.warning)
-    rt.emit("session_start", task=task.name, model=cfg.model, target=cfg.target, approve=cfg.approve, kernel_path=kernel,
-            kernel_sha256=start_sha)
+    rt.emit(
+        "session_start",
+        task=task.name,
+        model=cfg.model,
+        target=cfg.target,
+        approve=cfg.approve,
+        kernel_path=kernel,
+        kernel_sha256=start_sha,
+    )
     first = _first_input(cfg, task, kernel)
     if not cfg.model.startswith(("scripted:", "builtin/")):
         rt.prefetch(first["messages"])  # a remote model answers while LangGraph imports; offline models stay in order
@@ -165,10 +217,19 @@ def start_session(cfg: SessionConfig, on_event: Callable[[str, dict[str, Any]], 
 
 def _first_input(cfg: SessionConfig, task: Any, kernel: str) -> dict[str, Any]:
     """The graph's input of a new session: the system and task prompts, nothing spent."""
-    return {"messages": [{"role": "system", "content": system_prompt(cfg.target, cfg.workspace)},
-                         {"role": "user", "content": task_prompt(task, kernel, cfg.target, workspace=cfg.workspace, turns=cfg.max_turns)}],
-            "turn": 0, "pending": None, "decision": None, "done": False, "best": None, "nudges": 0,
-            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}}
+    return {
+        "messages": [
+            {"role": "system", "content": system_prompt(cfg.target, cfg.workspace)},
+            {"role": "user", "content": task_prompt(task, kernel, cfg.target, workspace=cfg.workspace, turns=cfg.max_turns)},
+        ],
+        "turn": 0,
+        "pending": None,
+        "decision": None,
+        "done": False,
+        "best": None,
+        "nudges": 0,
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0},
+    }
 
 
 def starting_kernel(task: Any) -> Path:
@@ -184,8 +245,12 @@ def starting_kernel(task: Any) -> Path:
     return base
 
 
-def resume_session(session_dir: Path, on_event: Callable[[str, dict[str, Any]], None] | None = None,
-                   on_token: Callable[[str], None] | None = None, approve: str | None = None) -> tuple[Runtime, Any]:
+def resume_session(
+    session_dir: Path,
+    on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    on_token: Callable[[str], None] | None = None,
+    approve: str | None = None,
+) -> tuple[Runtime, Any]:
     """Reopen a stored session with its checkpoint (after a crash or a deliberate stop)."""
     store = SessionStore(session_dir.parent)
     session = store.open(session_dir.name)
@@ -208,8 +273,9 @@ def resume_session(session_dir: Path, on_event: Callable[[str, dict[str, Any]], 
 def _legacy_config(meta: dict[str, Any]) -> SessionConfig:
     """The config of a session stored before issue 23 (every value a string): read with the same validation."""
     conf = {k: v for k, v in meta.get("config", {}).items() if k in Settings().to_dict()}
-    return SessionConfig.from_settings(Settings.from_dict(conf), task=meta["task"], workspace=Path(meta["workspace"]),
-                                       kernel_path=meta.get("kernel_path"))
+    return SessionConfig.from_settings(
+        Settings.from_dict(conf), task=meta["task"], workspace=Path(meta["workspace"]), kernel_path=meta.get("kernel_path")
+    )
 
 
 def terminal_review(payload: dict[str, Any]) -> dict[str, Any]:
@@ -217,7 +283,11 @@ def terminal_review(payload: dict[str, Any]) -> dict[str, Any]:
     print(payload["diff"])
     n = len(payload["hunks"])
     while True:
-        ans = input(f"apply this edit to {payload['path']}? [a]ccept / [r]eject / hunks e.g. '1,3' of {n} / [e]dit / [f]eedback: ").strip().lower()
+        ans = (
+            input(f"apply this edit to {payload['path']}? [a]ccept / [r]eject / hunks e.g. '1,3' of {n} / [e]dit / [f]eedback: ")
+            .strip()
+            .lower()
+        )
         if ans in ("a", "accept", "y", "yes"):
             return {"action": "accept"}
         if ans in ("e", "edit"):
@@ -268,8 +338,14 @@ def drive(rt: Runtime, graph: Any, first: Any, review: Callable[[dict[str, Any]]
             payload = None
             continue
         state = dict(snap.values)
-        rt.emit("session_end", stop_reason=state.get("stop_reason", ""), best=state.get("best"), result=state.get("result"), usage=state.get("usage"),
-                turns=state.get("turn", 0))
+        rt.emit(
+            "session_end",
+            stop_reason=state.get("stop_reason", ""),
+            best=state.get("best"),
+            result=state.get("result"),
+            usage=state.get("usage"),
+            turns=state.get("turn", 0),
+        )
         return SessionOutcome(rt.session, state)
 
 

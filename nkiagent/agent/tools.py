@@ -84,7 +84,9 @@ class AgentContext:
                 with tempfile.TemporaryDirectory(prefix="nkiagent-start-") as tmp:
                     file = Path(tmp) / "starting_kernel.py"
                     file.write_text(self.start_text)
-                    self._start_latency[0] = verify(file, self.task, self.target, VerifyOptions(seeds=1, hidden=False, with_baseline=False)).latency_us
+                    self._start_latency[0] = verify(
+                        file, self.task, self.target, VerifyOptions(seeds=1, hidden=False, with_baseline=False)
+                    ).latency_us
         return self._start_latency[0]
 
 
@@ -95,7 +97,9 @@ def load_tools(workspace: Path | None = None, only: list[str] | None = None) -> 
         for path in sorted(d.glob("*.json")):
             data = json.loads(path.read_text())
             try:
-                spec = ToolSpec(data["name"], data["description"], data["parameters"], data["handler"], bool(data.get("proposes_edit", False)))
+                spec = ToolSpec(
+                    data["name"], data["description"], data["parameters"], data["handler"], bool(data.get("proposes_edit", False))
+                )
             except KeyError as exc:
                 raise ValueError(f"{path}: a tool spec needs {exc.args[0]!r}") from None
             specs[spec.name] = spec
@@ -168,7 +172,9 @@ def read_file(ctx: AgentContext, path: str, version: str | None = None) -> ToolR
 
 def write_file(ctx: AgentContext, path: str, content: str) -> ToolResult:
     old = ctx.text(path) if path in ctx.proposed or ctx.workspace.exists(path) else ""
-    return ToolResult(f"proposed a new version of {path} ({len(content.splitlines())} lines)", edit={"path": path, "old": old, "new": content})
+    return ToolResult(
+        f"proposed a new version of {path} ({len(content.splitlines())} lines)", edit={"path": path, "old": old, "new": content}
+    )
 
 
 def edit_file(ctx: AgentContext, path: str, old: str, new: str) -> ToolResult:
@@ -182,8 +188,10 @@ def edit_file(ctx: AgentContext, path: str, old: str, new: str) -> ToolResult:
 
 def compact_evaluation(ev: dict[str, Any]) -> str:
     """The evaluation a model needs to act: verdict, reasons with file:line, numbers with their source, profile summary."""
-    lines = [f"verdict: {ev['verdict']} (task {ev['task']}, target {ev['target']})"
-             + (f"; kernel version {ev['code_sha256'][:12]}" if ev.get("code_sha256") else "")]
+    lines = [
+        f"verdict: {ev['verdict']} (task {ev['task']}, target {ev['target']})"
+        + (f"; kernel version {ev['code_sha256'][:12]}" if ev.get("code_sha256") else "")
+    ]
     lines += [f"- {r}" for r in ev.get("reasons", [])[:8]]
     if ev.get("latency_us") is not None:
         lines.append(f"latency: {ev['latency_us']:.3f} µs ({ev.get('timing_source')}, {ev.get('model_version')})")
@@ -225,7 +233,8 @@ def _doc_sections() -> list[tuple[str, str]]:
         for path in sorted(d.glob("*.md")):
             if path.name == "nki_cheatsheet.md":
                 continue
-            title, body = path.stem, []
+            title = path.stem
+            body: list[str] = []
             for line in path.read_text().splitlines():
                 if line.startswith("#"):
                     if body:
@@ -259,15 +268,18 @@ def nki_docs(ctx: AgentContext, query: str) -> ToolResult:
         if score:
             scored.append((score, title, body))
     if not scored:
-        return ToolResult(f"no page of the NKI reference mentions {query!r}; pages exist for every nisa instruction "
-                          "(e.g. `nisa.tensor_scalar`) and for the cost model's DMA timing and scheduling")
+        return ToolResult(
+            f"no page of the NKI reference mentions {query!r}; pages exist for every nisa instruction "
+            "(e.g. `nisa.tensor_scalar`) and for the cost model's DMA timing and scheduling"
+        )
     scored.sort(key=lambda s: -s[0])
     # a page given earlier in the session is named, not repeated (answers were filling the context with
     # the same DMA pages), unless the query asks for it by its title or nothing new matches
     asked = query.lower()
     fresh = [s for s in scored if s[1] not in ctx.docs_shown or s[1].lower() in asked] or scored[:1]
     earlier = [t for _, t, _ in scored if t in ctx.docs_shown and all(t != f[1] for f in fresh)][:8]
-    shown, used = [], 0
+    shown: list[str] = []
+    used = 0
     for _, title, body in fresh:
         page = f"## {title}\n{body}"
         if shown and used + len(page) > _DOCS_BUDGET:
@@ -275,7 +287,7 @@ def nki_docs(ctx: AgentContext, query: str) -> ToolResult:
         shown.append(page)
         used += len(page)
         ctx.docs_shown.add(title)
-    rest = [t for _, t, _ in fresh[len(shown):len(shown) + 8]]
+    rest = [t for _, t, _ in fresh[len(shown) : len(shown) + 8]]
     more = f"\n\nalso matching: {', '.join(rest)}" if rest else ""
     if earlier:
         more += f"\n\nalso matching, shown in an earlier answer (ask with its title to see it again): {', '.join(earlier)}"
@@ -285,5 +297,9 @@ def nki_docs(ctx: AgentContext, query: str) -> ToolResult:
 def submit(ctx: AgentContext, path: str, summary: str) -> ToolResult:
     """End the session; its result is the submitted file verified again with the full protocol (every seed and hidden shape)."""
     ev = ctx.evaluate(path)
-    return ToolResult(f"submitted {path}; its full verification (the session's result):\n{compact_evaluation(ev)}", ok=ev["verdict"] == "pass",
-                      submitted=True, data={"path": path, "summary": summary, "evaluation": ev})
+    return ToolResult(
+        f"submitted {path}; its full verification (the session's result):\n{compact_evaluation(ev)}",
+        ok=ev["verdict"] == "pass",
+        submitted=True,
+        data={"path": path, "summary": summary, "evaluation": ev},
+    )

@@ -175,7 +175,9 @@ def scan_tunables(source: str) -> tuple[list[Tunable], list[str]]:
     """
     try:
         tree = ast.parse(source)
-        comments = {tok.start[0]: tok.string for tok in tokenize.generate_tokens(io.StringIO(source).readline) if tok.type == tokenize.COMMENT}
+        comments = {
+            tok.start[0]: tok.string for tok in tokenize.generate_tokens(io.StringIO(source).readline) if tok.type == tokenize.COMMENT
+        }
     except (SyntaxError, tokenize.TokenError) as exc:
         return [], [f"cannot parse the kernel: {exc}"]
     lines = source.split("\n")  # ast numbers lines by "\n"; a CRLF line keeps its "\r", so the edit matches the file
@@ -364,8 +366,11 @@ def _recover_reads(events: list[tuple[str, dict[str, Any], str]]) -> dict[int, s
     This lets a fresh tuner (a resumed session) continue a long conversation whose old tool
     results the loop has shortened; the search state survives because edits are small and kept.
     """
-    full = [i for i, (name, _, text) in enumerate(events)
-            if name == "read_file" and not text.lower().startswith("error") and not _CONDENSED.search(text)]
+    full = [
+        i
+        for i, (name, _, text) in enumerate(events)
+        if name == "read_file" and not text.lower().startswith("error") and not _CONDENSED.search(text)
+    ]
     if not full:
         return {}
     source = _denumber(events[full[-1]][2])
@@ -479,18 +484,28 @@ class TunerModel:
         if current != best.config:
             back = _changed(current, best.config)
             if best.config in state.declined or not back:
-                summary = self._summary(state, best, f"the file could not be brought back to the best configuration; submitted {_describe(current)}")
+                summary = self._summary(
+                    state, best, f"the file could not be brought back to the best configuration; submitted {_describe(current)}"
+                )
                 return _join(state.note, summary), ("submit", {"path": path, "summary": summary})
             name, value = back[0]
             t = next(t for t in tunables if t.name == name)
-            return _join(state.note, f"Reverting {name} to {value!r}."), ("edit_file", {"path": path, "old": t.text, "new": t.line_with(value)})
+            return _join(state.note, f"Reverting {name} to {value!r}."), (
+                "edit_file",
+                {"path": path, "old": t.text, "new": t.line_with(value)},
+            )
         candidate = self._next_candidate(state, tunables, best) if budget_left else None
         if candidate is None:
-            why = "no neighbour of the best configuration improves" if budget_left else f"the budget of {self.max_evals} evaluations is spent"
+            why = (
+                "no neighbour of the best configuration improves" if budget_left else f"the budget of {self.max_evals} evaluations is spent"
+            )
             summary = self._summary(state, best, why)
             return _join(state.note, summary), ("submit", {"path": path, "summary": summary})
         t, value, reason = candidate
-        return _join(state.note, f"Trying {t.name} = {value!r} ({reason})."), ("edit_file", {"path": path, "old": t.text, "new": t.line_with(value)})
+        return _join(state.note, f"Trying {t.name} = {value!r} ({reason})."), (
+            "edit_file",
+            {"path": path, "old": t.text, "new": t.line_with(value)},
+        )
 
     def _replay(self, messages: list[Message], kernel_path: str) -> _State:
         """Rebuild the search state from the tool calls and their results (on the kernel file)."""
@@ -630,7 +645,9 @@ class TunerModel:
         """What was found, in numbers, for ``submit``."""
         start = state.observations[0]
         changed = _changed(start.config, best.config)
-        parts = [f"Best configuration: {_describe(best.config)}" + (f" (changed: {_describe(changed)})." if changed else " (the starting one).")]
+        parts = [
+            f"Best configuration: {_describe(best.config)}" + (f" (changed: {_describe(changed)})." if changed else " (the starting one).")
+        ]
         if best.verdict == "pass" and best.latency_us is not None:
             line = f"pass, {best.latency_us:.3f} µs ({best.timing_source})"
             if start.verdict == "pass" and start.latency_us:

@@ -33,7 +33,11 @@ class ToolCall:
     error: str = ""  #: set when the arguments were not valid JSON objects
 
     def to_message(self) -> dict[str, Any]:
-        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.raw_arguments or _dumps(self.arguments)}}
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.raw_arguments or _dumps(self.arguments)},
+        }
 
 
 def _dumps(v: Any) -> str:

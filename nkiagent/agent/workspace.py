@@ -67,8 +67,10 @@ SESSION_TRAILER = "Nkiagent-Session"
 PATH_TRAILER = "Nkiagent-Path"
 
 _IDENTITY = {
-    "GIT_AUTHOR_NAME": "nkiagent", "GIT_AUTHOR_EMAIL": "nkiagent@localhost",
-    "GIT_COMMITTER_NAME": "nkiagent", "GIT_COMMITTER_EMAIL": "nkiagent@localhost",
+    "GIT_AUTHOR_NAME": "nkiagent",
+    "GIT_AUTHOR_EMAIL": "nkiagent@localhost",
+    "GIT_COMMITTER_NAME": "nkiagent",
+    "GIT_COMMITTER_EMAIL": "nkiagent@localhost",
 }
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _TRAILER = re.compile(r"^(Nkiagent-[A-Za-z]+): (.*)$", re.MULTILINE)
@@ -200,8 +202,10 @@ class Workspace:
         """What the user loses without git, to show once at start; ``None`` inside a git repo."""
         if self._repo is not None:
             return None
-        return (f"{self._no_git_reason}: edits are written without snapshots, so they cannot be undone and "
-                "files you changed are not protected from the agent's edits. Run `git init` and commit to get both.")
+        return (
+            f"{self._no_git_reason}: edits are written without snapshots, so they cannot be undone and "
+            "files you changed are not protected from the agent's edits. Run `git init` and commit to get both."
+        )
 
     # -- paths -----------------------------------------------------------------------
 
@@ -327,7 +331,9 @@ class Workspace:
             assert parent is not None
             data = self._repo.git.cat_file("--filters", f"{parent.hexsha}:{gpath}", stdout_as_string=False, strip_newline_in_stdout=False)
             _atomic_write(real, data)
-            where = f"snapshot {parent.hexsha[:12]}" if len(chain) > 1 else f"commit {parent.hexsha[:12]}, as before this session's first edit"
+            where = (
+                f"snapshot {parent.hexsha[:12]}" if len(chain) > 1 else f"commit {parent.hexsha[:12]}, as before this session's first edit"
+            )
             summary = f"{what}: restored {rel} to {where}"
         ref = REF_PREFIX + session_id
         if len(chain) > 1:

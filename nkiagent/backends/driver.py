@@ -26,8 +26,8 @@ __all__ = ["main"]
 def _build(req: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
-    from nkiagent.backends.neuron import pick_real_kernel
     from nkiagent.sandbox.arrays import save_array
+    from nkiagent.sandbox.real import pick_real_kernel
 
     for p in reversed(req.get("package_paths", [])):
         sys.path.insert(0, p)

@@ -16,7 +16,18 @@ from ..agent.models.base import retry_text, wait_text
 if TYPE_CHECKING:
     from ..config import Settings, Sourced
 
-__all__ = ["Progress", "needs_terminal", "review_mode", "run_config", "run_demo", "run_run", "run_sessions", "run_ui", "run_undo", "session_status"]
+__all__ = [
+    "Progress",
+    "needs_terminal",
+    "review_mode",
+    "run_config",
+    "run_demo",
+    "run_run",
+    "run_sessions",
+    "run_ui",
+    "run_undo",
+    "session_status",
+]
 
 
 class Progress:
@@ -72,7 +83,9 @@ class Progress:
         elif type_ == "tool_call" and self.level == "verbose":
             c.print(f"  [dim]⚙ {event.get('name')}({json.dumps(event.get('arguments', {}))[:200]})[/]")
         elif type_ == "tool_result" and self.level == "verbose":
-            c.print(f"  [dim]{'✓' if event.get('ok') else '✗'} {str(event.get('content', '')).splitlines()[0][:200] if event.get('content') else ''}[/]")
+            c.print(
+                f"  [dim]{'✓' if event.get('ok') else '✗'} {str(event.get('content', '')).splitlines()[0][:200] if event.get('content') else ''}[/]"
+            )
         elif type_ == "review_decision":
             c.print(f"  review: {event['decision']['action']} edit to {event['path']} [dim]({event['mode']})[/]")
         elif type_ == "edit_applied":
@@ -84,7 +97,11 @@ class Progress:
             if v == "pass" and sp is not None:
                 self.best = max(self.best or 0.0, sp)
             color = {"pass": "green", "fail": "red", "rejected": "magenta"}.get(str(v), "white")
-            nums = f"{lat:,.2f} µs ({event.get('timing_source') or 'emulator-estimate'}), {sp:.3f}×" if lat is not None and sp is not None else ""
+            nums = (
+                f"{lat:,.2f} µs ({event.get('timing_source') or 'emulator-estimate'}), {sp:.3f}×"
+                if lat is not None and sp is not None
+                else ""
+            )
             best = f"best {self.best:.3f}×" if self.best else "best –"
             c.print(f"  [{color}]{v}[/] {nums}  [dim]{best} · tokens {self.tokens} · ${self.cost:.4f}[/]")
         elif type_ == "error":
@@ -123,12 +140,18 @@ def review_mode(settings: Settings, command: str) -> str | None:
     if settings.approve != "ask" or not needs_terminal():
         return settings.approve
     if settings.approve_without_terminal == "refuse":
-        print(f"nkiagent {command}: --approve ask reviews each edit at the terminal, and this one has none (stdin or stdout is a pipe or "
-              "a file). Use --approve auto (apply every edit; each is a git snapshot `nkiagent undo` reverts) or --approve never "
-              "(dry run), or set approve_without_terminal = \"auto\" in .nkiagent/config.toml.", file=sys.stderr)
+        print(
+            f"nkiagent {command}: --approve ask reviews each edit at the terminal, and this one has none (stdin or stdout is a pipe or "
+            "a file). Use --approve auto (apply every edit; each is a git snapshot `nkiagent undo` reverts) or --approve never "
+            '(dry run), or set approve_without_terminal = "auto" in .nkiagent/config.toml.',
+            file=sys.stderr,
+        )
         return None
-    print(f"nkiagent {command}: no terminal to review edits: --approve ask falls back to {settings.approve_without_terminal} "
-          "(approve_without_terminal)", file=sys.stderr)
+    print(
+        f"nkiagent {command}: no terminal to review edits: --approve ask falls back to {settings.approve_without_terminal} "
+        "(approve_without_terminal)",
+        file=sys.stderr,
+    )
     return settings.approve_without_terminal
 
 
@@ -141,8 +164,16 @@ def _summary(outcome: Any, t0: float, as_json: bool, to_stderr: bool = False, wo
     state = outcome.state
     best = state.get("best")
     usage = state.get("usage", {})
-    summary = {"session": outcome.session.id, "session_dir": str(outcome.session.dir), "stop_reason": state.get("stop_reason"),
-               "turns": state.get("turn", 0), "result": state.get("result"), "best": best, "usage": usage, "wall_s": round(time.time() - t0, 1)}
+    summary = {
+        "session": outcome.session.id,
+        "session_dir": str(outcome.session.dir),
+        "stop_reason": state.get("stop_reason"),
+        "turns": state.get("turn", 0),
+        "result": state.get("result"),
+        "best": best,
+        "usage": usage,
+        "wall_s": round(time.time() - t0, 1),
+    }
     if as_json:
         print(json.dumps(summary, indent=2))
         return
@@ -150,23 +181,44 @@ def _summary(outcome: Any, t0: float, as_json: bool, to_stderr: bool = False, wo
     result = state.get("result")
     if result:
         if result.get("verdict") == "pass" and result.get("latency_us") is not None:
-            speed = f", speedup {result['speedup']:.3f}× vs {result.get('speedup_vs') or 'the task baseline'}" if result.get("speedup") else ""
-            print(f"submitted: {result['path']} — pass, {result['latency_us']:,.2f} µs ({result.get('timing_source') or 'emulator-estimate'}){speed} "
-                  "(full verification)")
+            speed = (
+                f", speedup {result['speedup']:.3f}× vs {result.get('speedup_vs') or 'the task baseline'}" if result.get("speedup") else ""
+            )
+            print(
+                f"submitted: {result['path']} — pass, {result['latency_us']:,.2f} µs ({result.get('timing_source') or 'emulator-estimate'}){speed} "
+                "(full verification)"
+            )
         else:
-            print(f"submitted: {result['path']} — {result.get('verdict')} in its full verification: {'; '.join(result.get('reasons') or [])}")
+            print(
+                f"submitted: {result['path']} — {result.get('verdict')} in its full verification: {'; '.join(result.get('reasons') or [])}"
+            )
     if best:
-        speedup = f"speedup {best['speedup']:.3f}× vs {best.get('speedup_vs') or 'the task baseline'}" if best.get("speedup") else "no speedup (nothing to compare with)"
-        held = "" if workspace is None else ("; the file holds it" if _holds(workspace, best) else
-                                              "; the file now holds another version (the session's kernels/ keeps this one)")
-        print(f"best evaluated kernel: {best['path']} version {str(best.get('code_sha256'))[:12]} — {best['latency_us']:,.2f} µs "
-              f"({best.get('timing_source') or 'emulator-estimate'}), {speedup}{held}")
+        speedup = (
+            f"speedup {best['speedup']:.3f}× vs {best.get('speedup_vs') or 'the task baseline'}"
+            if best.get("speedup")
+            else "no speedup (nothing to compare with)"
+        )
+        held = (
+            ""
+            if workspace is None
+            else (
+                "; the file holds it"
+                if _holds(workspace, best)
+                else "; the file now holds another version (the session's kernels/ keeps this one)"
+            )
+        )
+        print(
+            f"best evaluated kernel: {best['path']} version {str(best.get('code_sha256'))[:12]} — {best['latency_us']:,.2f} µs "
+            f"({best.get('timing_source') or 'emulator-estimate'}), {speedup}{held}"
+        )
     else:
         print("no kernel passed verification")
     print(f"tokens {usage.get('prompt_tokens', 0) + usage.get('completion_tokens', 0)}, cost ${usage.get('cost_usd', 0.0):.4f}")
     print(f"session written to {summary['session_dir']}")
     if str(state.get("stop_reason", "")).startswith("model error"):
-        print(f"after fixing the model's problem, continue with: nkiagent resume {summary['session']} --sessions-dir {outcome.session.dir.parent}")
+        print(
+            f"after fixing the model's problem, continue with: nkiagent resume {summary['session']} --sessions-dir {outcome.session.dir.parent}"
+        )
 
 
 def _exit_code(outcome: Any) -> int:
@@ -261,8 +313,10 @@ def run_config(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({k: {"value": v, "source": sourced.sources[k]} for k, v in sourced.settings.to_dict().items()}, indent=2))
         return 0
-    print(f"# read: {user_config_path()} ({'found' if user_config_path().is_file() else 'absent'}), "
-          f"{repo_config_path(workspace)} ({'found' if repo_config_path(workspace).is_file() else 'absent'}), $NKIAGENT_*, flags")
+    print(
+        f"# read: {user_config_path()} ({'found' if user_config_path().is_file() else 'absent'}), "
+        f"{repo_config_path(workspace)} ({'found' if repo_config_path(workspace).is_file() else 'absent'}), $NKIAGENT_*, flags"
+    )
     print("\n".join(render_settings(sourced)))
     return 0
 
@@ -272,8 +326,11 @@ def run_ui(args: argparse.Namespace) -> int:
     from ..config import ConfigError
 
     if needs_terminal():
-        print("nkiagent: the UI needs a terminal (stdin or stdout is a pipe or a file); headless: nkiagent run --task NAME "
-              "--approve auto, or nkiagent demo --headless", file=sys.stderr)
+        print(
+            "nkiagent: the UI needs a terminal (stdin or stdout is a pipe or a file); headless: nkiagent run --task NAME "
+            "--approve auto, or nkiagent demo --headless",
+            file=sys.stderr,
+        )
         return 2
     workspace = Path(args.ui_workspace).resolve()
     try:
@@ -284,8 +341,19 @@ def run_ui(args: argparse.Namespace) -> int:
     from ..tui import run_app
     from ..tui.app import Launch
 
-    return run_app(Launch(workspace=workspace, task=args.ui_task, model=s.model, target=s.target, approve=s.approve, api_base=s.api_base,
-                          max_turns=s.max_turns, verify_seeds=s.verify_seeds, settings=s))
+    return run_app(
+        Launch(
+            workspace=workspace,
+            task=args.ui_task,
+            model=s.model,
+            target=s.target,
+            approve=s.approve,
+            api_base=s.api_base,
+            max_turns=s.max_turns,
+            verify_seeds=s.verify_seeds,
+            settings=s,
+        )
+    )
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -298,13 +366,24 @@ def run_demo(args: argparse.Namespace) -> int:
         from ..tui import run_app
         from ..tui.app import Launch
 
-        return run_app(Launch(workspace=ws, task=args.task, model="builtin/tuner", target=args.target or "trn2", approve="ask",
-                              max_turns=args.max_turns, headline=f"demo workspace {ws} (a fresh git repo); /approve auto stops asking"))
+        return run_app(
+            Launch(
+                workspace=ws,
+                task=args.task,
+                model="builtin/tuner",
+                target=args.target or "trn2",
+                approve="ask",
+                max_turns=args.max_turns,
+                headline=f"demo workspace {ws} (a fresh git repo); /approve auto stops asking",
+            )
+        )
     t0 = time.time()
     if not args.json and not getattr(args, "json_events", False):
         why = "" if args.headless else " (no terminal, so headless: the UI needs one)"
-        print(f"demo workspace: {ws} (a fresh git repo){why}\ntask {args.task} on {args.target or 'trn2'}, model builtin/tuner (offline), "
-              "edits auto-approved\n")
+        print(
+            f"demo workspace: {ws} (a fresh git repo){why}\ntask {args.task} on {args.target or 'trn2'}, model builtin/tuner (offline), "
+            "edits auto-approved\n"
+        )
     settings = Settings(model="builtin/tuner", target=args.target or "trn2", approve="auto", max_turns=args.max_turns)
     progress = Progress(_level(args))
     rt, graph, first = start_session(SessionConfig.from_settings(settings, task=args.task, workspace=ws), progress)
@@ -346,7 +425,9 @@ def run_sessions(args: argparse.Namespace) -> int:
             print(f"no sessions in {store.root}")
         for sid, meta in rows:
             status, turns, result = session_status(store.open(sid).events())
-            print(f"{sid}  {status:11s}  turns {turns:<3d} {result:20s} task={meta.get('task')}  model={meta.get('model')}  target={meta.get('target')}")
+            print(
+                f"{sid}  {status:11s}  turns {turns:<3d} {result:20s} task={meta.get('task')}  model={meta.get('model')}  target={meta.get('target')}"
+            )
         return 0
     picked = _pick_session(store, args)
     if not picked:
@@ -366,7 +447,9 @@ def run_sessions(args: argparse.Namespace) -> int:
         print("events:", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
         for e in events:
             if e["type"] == "candidate":
-                print(f"  turn {e.get('turn')}: {e.get('verdict')} {e.get('latency_us')} µs speedup {e.get('speedup')} ({e.get('code_sha256', '')[:12]})")
+                print(
+                    f"  turn {e.get('turn')}: {e.get('verdict')} {e.get('latency_us')} µs speedup {e.get('speedup')} ({e.get('code_sha256', '')[:12]})"
+                )
         return 0
     if not args.headless and not needs_terminal():
         from ..tui import run_app

@@ -31,8 +31,13 @@ def _numerics(a: Any, b: Any) -> dict[str, Any]:
     y = np.concatenate([o.astype(np.float64).ravel() for o in b.outputs])
     diff = np.abs(x - y)
     scale = float(np.max(np.abs(y))) or 1.0
-    return {"comparable": True, "identical": bool(np.array_equal(x, y, equal_nan=True)), "max_abs_diff": float(np.nanmax(diff)) if diff.size else 0.0,
-            "max_rel_diff": float(np.nanmax(diff) / scale) if diff.size else 0.0, "nan_mismatch": int(np.sum(np.isnan(x) != np.isnan(y)))}
+    return {
+        "comparable": True,
+        "identical": bool(np.array_equal(x, y, equal_nan=True)),
+        "max_abs_diff": float(np.nanmax(diff)) if diff.size else 0.0,
+        "max_rel_diff": float(np.nanmax(diff) / scale) if diff.size else 0.0,
+        "nan_mismatch": int(np.sum(np.isnan(x) != np.isnan(y))),
+    }
 
 
 def crosscheck(kernel_path: str | Path, task: Any, target: str, real: Any, options: Any = None) -> dict[str, Any]:
@@ -59,11 +64,26 @@ def crosscheck(kernel_path: str | Path, task: Any, target: str, real: Any, optio
             continue
         res = verify(path, task, target, opts, backend="emulator" if name == "emulator" else runner)
         runs[name] = runner.run(source, inputs, target)
-        sides[name] = {"backend": res.backend, "verdict": res.verdict, "reasons": res.reasons, "latency_us": res.latency_us,
-                       "timing_source": res.timing_source, "toolchain": res.toolchain or runner.versions(),
-                       "measurement": res.profile.get("measurement", {}), "speedup": res.speedup}
-    report: dict[str, Any] = {"kernel": str(path), "code_sha256": hashlib.sha256(source.encode()).hexdigest(), "task": task.name, "target": target,
-                              "nkiagent": __version__, "python": platform.python_version(), "sides": sides, "differences": []}
+        sides[name] = {
+            "backend": res.backend,
+            "verdict": res.verdict,
+            "reasons": res.reasons,
+            "latency_us": res.latency_us,
+            "timing_source": res.timing_source,
+            "toolchain": res.toolchain or runner.versions(),
+            "measurement": res.profile.get("measurement", {}),
+            "speedup": res.speedup,
+        }
+    report: dict[str, Any] = {
+        "kernel": str(path),
+        "code_sha256": hashlib.sha256(source.encode()).hexdigest(),
+        "task": task.name,
+        "target": target,
+        "nkiagent": __version__,
+        "python": platform.python_version(),
+        "sides": sides,
+        "differences": [],
+    }
     diffs = report["differences"]
     if "real" not in sides:
         diffs.append("no real Neuron toolchain on this machine: only the emulator was run (see `nkiagent doctor`)")
@@ -73,15 +93,21 @@ def crosscheck(kernel_path: str | Path, task: Any, target: str, real: Any, optio
         diffs.append(f"verdicts differ: emulator {emu_side['verdict']}, {real_side['backend']} {real_side['verdict']}")
     report["numerics"] = num = _numerics(runs["emulator"], runs["real"])
     if not num.get("comparable"):
-        diffs.append(f"outputs not comparable on the first case: {json.dumps({k: v for k, v in num.items() if k != 'comparable'}, default=str)[:500]}")
+        diffs.append(
+            f"outputs not comparable on the first case: {json.dumps({k: v for k, v in num.items() if k != 'comparable'}, default=str)[:500]}"
+        )
     elif not num["identical"]:
-        diffs.append(f"outputs differ on the first case: max abs diff {num['max_abs_diff']:.3g}, max rel diff {num['max_rel_diff']:.3g}"
-                     + (f", {num['nan_mismatch']} NaN positions differ" if num["nan_mismatch"] else ""))
+        diffs.append(
+            f"outputs differ on the first case: max abs diff {num['max_abs_diff']:.3g}, max rel diff {num['max_rel_diff']:.3g}"
+            + (f", {num['nan_mismatch']} NaN positions differ" if num["nan_mismatch"] else "")
+        )
     if real_side["timing_source"] == "neuron-profile" and emu_side["latency_us"] and real_side["latency_us"]:
         ratio = emu_side["latency_us"] / real_side["latency_us"]
         report["latency_ratio_estimate_over_measured"] = round(ratio, 4)
-        diffs.append(f"latency: emulator estimate {emu_side['latency_us']:.3f} µs vs measured {real_side['latency_us']:.3f} µs "
-                     f"(estimate / measured = {ratio:.3f})")
+        diffs.append(
+            f"latency: emulator estimate {emu_side['latency_us']:.3f} µs vs measured {real_side['latency_us']:.3f} µs "
+            f"(estimate / measured = {ratio:.3f})"
+        )
     if not diffs:
         diffs.append("no differences: same verdict, identical outputs on the first case")
     return report
@@ -92,9 +118,15 @@ def render_report(report: dict[str, Any]) -> str:
     sides = report["sides"]
     cols = [k for k in ("emulator", "real") if k in sides]
     head = " | ".join(sides[c]["backend"] for c in cols)
-    lines = [f"# nkiagent crosscheck: `{Path(report['kernel']).name}` on task `{report['task']}` ({report['target']})", "",
-             f"- kernel sha256: `{report['code_sha256']}`", f"- nkiagent {report['nkiagent']}, Python {report['python']}", "",
-             f"| | {head} |", "|---|" + "---|" * len(cols)]
+    lines = [
+        f"# nkiagent crosscheck: `{Path(report['kernel']).name}` on task `{report['task']}` ({report['target']})",
+        "",
+        f"- kernel sha256: `{report['code_sha256']}`",
+        f"- nkiagent {report['nkiagent']}, Python {report['python']}",
+        "",
+        f"| | {head} |",
+        "|---|" + "---|" * len(cols),
+    ]
 
     def row(label: str, fn: Any) -> None:
         lines.append(f"| {label} | " + " | ".join(fn(sides[c]) for c in cols) + " |")
@@ -102,8 +134,10 @@ def render_report(report: dict[str, Any]) -> str:
     row("verdict", lambda s: s["verdict"])
     row("reasons", lambda s: "<br>".join(r.replace("|", "\\|") for r in s["reasons"]) or "—")
     row("latency", lambda s: f"{s['latency_us']:.3f} µs ({s['timing_source']})" if s["latency_us"] is not None else "—")
-    row("measurement spread", lambda s: f"{100 * s['measurement']['spread']:.2f}% over {s['measurement']['captures']} captures"
-        if s.get("measurement") else "—")
+    row(
+        "measurement spread",
+        lambda s: f"{100 * s['measurement']['spread']:.2f}% over {s['measurement']['captures']} captures" if s.get("measurement") else "—",
+    )
     row("toolchain", lambda s: ", ".join(f"{k} {v}" for k, v in s["toolchain"].items()) or "—")
     lines += ["", "## Differences", ""] + [f"- {d}" for d in report["differences"]] + [""]
     return "\n".join(lines)
@@ -124,7 +158,9 @@ def run_crosscheck(args: argparse.Namespace) -> int:
         return 2
     from ..verify.verifier import VerifyOptions
 
-    report = crosscheck(args.kernel, task, args.target or "trn2", None if real.name == "emulator" else real, VerifyOptions(seeds=args.seeds))
+    report = crosscheck(
+        args.kernel, task, args.target or "trn2", None if real.name == "emulator" else real, VerifyOptions(seeds=args.seeds)
+    )
     text = render_report(report)
     if args.report:
         Path(args.report).write_text(text)

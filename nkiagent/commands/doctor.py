@@ -24,8 +24,15 @@ def run_doctor(args: argparse.Namespace) -> int:
     tc = detect(refresh=True)
     auto = select_backend("auto", tc)
     if args.json:
-        print(json.dumps({"toolchain": tc.to_dict(), "backends": {"eval": auto, "run": auto, "crosscheck": auto,
-                                                                  "simulate": "emulator", "profile": "emulator"}}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "toolchain": tc.to_dict(),
+                    "backends": {"eval": auto, "run": auto, "crosscheck": auto, "simulate": "emulator", "profile": "emulator"},
+                },
+                indent=2,
+            )
+        )
         return 0
 
     def row(label: str, value: str) -> None:
@@ -54,7 +61,10 @@ def run_doctor(args: argparse.Namespace) -> int:
 
 
 #: the one tool of the check request: whether the server accepts ``tools`` is what a session needs to know
-_PING_TOOL = {"type": "function", "function": {"name": "ok", "description": "call this to answer", "parameters": {"type": "object", "properties": {}}}}
+_PING_TOOL = {
+    "type": "function",
+    "function": {"name": "ok", "description": "call this to answer", "parameters": {"type": "object", "properties": {}}},
+}
 
 
 def check_model_command(args: argparse.Namespace) -> int:
@@ -67,8 +77,9 @@ def check_model_command(args: argparse.Namespace) -> int:
     from ..config import ConfigError, load_settings
 
     try:
-        settings = load_settings(Path(args.workspace).resolve(), {"model": args.model, "api_base": args.api_base,
-                                                                  "api_key_env": args.api_key_env}).settings
+        settings = load_settings(
+            Path(args.workspace).resolve(), {"model": args.model, "api_base": args.api_base, "api_key_env": args.api_key_env}
+        ).settings
     except ConfigError as exc:
         print(f"nkiagent doctor: {exc}", file=sys.stderr)
         return 2
@@ -82,6 +93,8 @@ def check_model_command(args: argparse.Namespace) -> int:
         print(f"model {settings.model}: FAILED: {exc}")
         return 1
     tools = "no (the server refused them: sessions use the text fallback)" if getattr(model, "text_mode", False) else "yes"
-    print(f"model {settings.model}{where}: answered in {time.monotonic() - t0:.2f} s (served as {turn.model or settings.model}); "
-          f"tool calls: {tools}; timeout {settings.timeout_s:g} s, retries {settings.retries}")
+    print(
+        f"model {settings.model}{where}: answered in {time.monotonic() - t0:.2f} s (served as {turn.model or settings.model}); "
+        f"tool calls: {tools}; timeout {settings.timeout_s:g} s, retries {settings.retries}"
+    )
     return 0

@@ -16,7 +16,7 @@ __all__ = ["add_export_parsers", "run_corpus", "run_export", "run_serve_reward",
 _DEFAULT_FORMAT = {"sft": "openai", "rl": "steps", "dpo": "openai"}
 
 
-def add_export_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_export_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The three subcommands' arguments (kept here so cli.py stays a table of contents)."""
     ex = sub.add_parser("export", help="turn stored sessions into SFT, RL or preference (DPO) training data")
     ex.add_argument("kind", choices=["sft", "rl", "dpo"])
@@ -24,22 +24,43 @@ def add_export_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
     ex.add_argument("--format", help="sft: openai|trl|sharegpt (default openai); rl: steps|verl|trl-grpo (default steps); dpo: openai|trl")
     ex.add_argument("--out", help="output file: .jsonl, or .parquet (default exports/KIND-FORMAT.jsonl; verl: .parquet)")
     ex.add_argument("--hf", metavar="DIR", help="also write a Hugging Face datasets folder (parquet + dataset card)")
-    ex.add_argument("--reward", default="gated-speedup", help="reward spec: gated-speedup, tiered, log-speedup, sol, weighted:compiles=0.3,… (NAME[@VERSION][:k=v,…])")
+    ex.add_argument(
+        "--reward",
+        default="gated-speedup",
+        help="reward spec: gated-speedup, tiered, log-speedup, sol, weighted:compiles=0.3,… (NAME[@VERSION][:k=v,…])",
+    )
     ex.add_argument("--gamma", type=float, default=0.4, help="discount of multi-turn returns R_t = Σ γ^(k−t) r_k (default 0.4)")
     ex.add_argument("--verdict", choices=["any", "pass"], default="any", help="pass: only sessions in which a kernel passed")
     ex.add_argument("--min-speedup", type=float, help="only sessions whose best passing kernel reached this speedup")
-    ex.add_argument("--last-turn-only", action="store_true", help="SFT: train on the last trainable turn only (default: the whole trajectory)")
+    ex.add_argument(
+        "--last-turn-only", action="store_true", help="SFT: train on the last trainable turn only (default: the whole trajectory)"
+    )
     ex.add_argument("--exclude-tasks", default="", help="comma-separated task names or globs held out for evaluation")
-    ex.add_argument("--timing-source", help="only sessions whose every latency came from this source, e.g. neuron-profile (hardware) or emulator-estimate")
+    ex.add_argument(
+        "--timing-source",
+        help="only sessions whose every latency came from this source, e.g. neuron-profile (hardware) or emulator-estimate",
+    )
     ex.add_argument("--no-dedup", action="store_true", help="keep rows with the same prompt and code hash")
     ex.add_argument("--no-scrub", action="store_true", help="keep absolute paths, user names and key-like strings (for private use only)")
-    ex.add_argument("--validation", type=float, default=0.1, help="--hf: fraction of sessions held out as the validation split (default 0.1)")
-    ex.add_argument("--tokenizer", help="--hf: a local tokenizer folder (transformers) to count the card's token lengths exactly "
-                    "(default: an estimate at 3.2 characters per token)")
-    ex.add_argument("--compact-system", action="store_true", help="replace the NKI cheat-sheet in system prompts (~17k characters) with a "
-                    "pointer to the nki_docs tool: rows fit a trainer's max_length")
-    ex.add_argument("--no-verify-missing", action="store_true", help="RL: leave out turns whose kernel the session never evaluated "
-                    "(edits the person turned down) instead of verifying them")
+    ex.add_argument(
+        "--validation", type=float, default=0.1, help="--hf: fraction of sessions held out as the validation split (default 0.1)"
+    )
+    ex.add_argument(
+        "--tokenizer",
+        help="--hf: a local tokenizer folder (transformers) to count the card's token lengths exactly "
+        "(default: an estimate at 3.2 characters per token)",
+    )
+    ex.add_argument(
+        "--compact-system",
+        action="store_true",
+        help="replace the NKI cheat-sheet in system prompts (~17k characters) with a "
+        "pointer to the nki_docs tool: rows fit a trainer's max_length",
+    )
+    ex.add_argument(
+        "--no-verify-missing",
+        action="store_true",
+        help="RL: leave out turns whose kernel the session never evaluated (edits the person turned down) instead of verifying them",
+    )
     ex.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     sr = sub.add_parser("serve-reward", help="score completions over HTTP with the verifier (for trainers on other machines)")
@@ -51,19 +72,29 @@ def add_export_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
     sr.add_argument("--no-hidden", action="store_true", help="skip the hidden shapes (faster, weaker)")
     sr.add_argument("--executor", choices=["local", "ray"], default="local", help="where kernels are verified: this machine's pool, or Ray")
     sr.add_argument("--ray-address", help="a Ray cluster to connect to (default with --executor ray: start a local Ray)")
-    sr.add_argument("--task-dir", help="serve the task files in this folder too (clients name them without .py); "
-                    "without it only builtin tasks are served: a client-supplied task path is never imported")
+    sr.add_argument(
+        "--task-dir",
+        help="serve the task files in this folder too (clients name them without .py); "
+        "without it only builtin tasks are served: a client-supplied task path is never imported",
+    )
 
     co = sub.add_parser("corpus", help="build an SFT corpus from a folder of tasks and kernels")
     co_sub = co.add_subparsers(dest="corpus_command", metavar="ACTION")
     cb = co_sub.add_parser("build", help="verify, deduplicate, decontaminate and balance kernels into SFT rows + a dataset card")
-    cb.add_argument("--from", dest="source", required=True, help="folder with one sub-folder per task (task.py or a builtin name) of kernels, or an NKIBench checkout")
+    cb.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        help="folder with one sub-folder per task (task.py or a builtin name) of kernels, or an NKIBench checkout",
+    )
     cb.add_argument("--out", default="corpus", help="output folder (default ./corpus)")
     cb.add_argument("--held-out", default="", help="comma-separated task names or globs to decontaminate against")
     cb.add_argument("--similarity", type=float, default=0.9, help="near-duplicate threshold on normalized token similarity (default 0.9)")
     cb.add_argument("--max-per-task", type=int)
     cb.add_argument("--max-per-level", type=int)
-    cb.add_argument("--with-history", action="store_true", help="one row per task: its kernels slowest → fastest as a refinement conversation")
+    cb.add_argument(
+        "--with-history", action="store_true", help="one row per task: its kernels slowest → fastest as a refinement conversation"
+    )
     cb.add_argument("--target", choices=["trn1", "trn2", "trn3"], default="trn2")
     cb.add_argument("--seeds", type=int, default=VISIBLE_SEEDS)
     cb.add_argument("--no-hidden", action="store_true", help="skip the hidden shapes (faster, weaker)")
@@ -80,9 +111,19 @@ def run_export(args: argparse.Namespace) -> int:
     from ..training.schemas import openai_chat_errors, openai_preference_errors
 
     fmt = args.format or _DEFAULT_FORMAT[args.kind]
-    opts = ExportOptions(spec=args.reward, gamma=args.gamma, verdict=args.verdict, min_speedup=args.min_speedup,
-                         last_turn_only=args.last_turn_only, exclude_tasks=_csv(args.exclude_tasks), timing_source=args.timing_source, dedup=not args.no_dedup,
-                         scrub=not args.no_scrub, verify_missing=not args.no_verify_missing, compact_system=args.compact_system)
+    opts = ExportOptions(
+        spec=args.reward,
+        gamma=args.gamma,
+        verdict=args.verdict,
+        min_speedup=args.min_speedup,
+        last_turn_only=args.last_turn_only,
+        exclude_tasks=_csv(args.exclude_tasks),
+        timing_source=args.timing_source,
+        dedup=not args.no_dedup,
+        scrub=not args.no_scrub,
+        verify_missing=not args.no_verify_missing,
+        compact_system=args.compact_system,
+    )
     try:
         res = export_sessions(args.sessions, args.kind, fmt, opts)
     except (ValueError, KeyError, FileNotFoundError) as exc:
@@ -107,7 +148,10 @@ def run_export(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2))
     else:
         extra = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(res.stats.items()) if k != "rows")
-        print(f"{len(res.rows)} {args.kind} rows ({fmt}, reward {res.spec.id}) → {out}" + (f"; dataset folder {summary['hf']}" if args.hf else ""))
+        print(
+            f"{len(res.rows)} {args.kind} rows ({fmt}, reward {res.spec.id}) → {out}"
+            + (f"; dataset folder {summary['hf']}" if args.hf else "")
+        )
         print(extra)
     return 0
 
@@ -168,14 +212,18 @@ def _stop_on_signals() -> None:
 
 def search_evaluator(kind: str, seeds: int, hidden: bool, workers: int | None = None, ray_address: str | None = None) -> Any:
     """Verification through the search's executors (``local`` pool or ``ray``): the full protocol, no cascade."""
-    from ..search.evaluate import EvalJob, make_executor
     from ..sandbox.arrays import DISTRIBUTIONS
+    from ..search.evaluate import EvalJob, make_executor
 
     executor = make_executor(kind, workers, ray_address)
 
     def evaluate_many(items: Sequence[tuple[str, str, str]]) -> list[dict[str, Any]]:
-        return executor.map([EvalJob(code, task, target, seeds=seeds, distributions=DISTRIBUTIONS, hidden=hidden, cascade=False)
-                             for code, task, target in items])
+        return executor.map(
+            [
+                EvalJob(code, task, target, seeds=seeds, distributions=DISTRIBUTIONS, hidden=hidden, cascade=False)
+                for code, task, target in items
+            ]
+        )
 
     return evaluate_many
 
@@ -186,19 +234,35 @@ def run_corpus(args: argparse.Namespace) -> int:
     if args.corpus_command != "build":
         print("usage: nkiagent corpus build --from DIR [--out DIR] …", file=sys.stderr)
         return 2
-    opts = CorpusOptions(target=args.target, seeds=args.seeds, hidden=not args.no_hidden, workers=args.workers, similarity=args.similarity,
-                         held_out=_csv(args.held_out), max_per_task=args.max_per_task, max_per_level=args.max_per_level,
-                         with_history=args.with_history)
+    opts = CorpusOptions(
+        target=args.target,
+        seeds=args.seeds,
+        hidden=not args.no_hidden,
+        workers=args.workers,
+        similarity=args.similarity,
+        held_out=_csv(args.held_out),
+        max_per_task=args.max_per_task,
+        max_per_level=args.max_per_level,
+        with_history=args.with_history,
+    )
     try:
         rep = build_corpus(args.source, args.out, opts)
     except (ValueError, KeyError, FileNotFoundError) as exc:
         print(f"nkiagent corpus build: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return 2
-    summary = {"out": str(rep.out), "collected": len(rep.items), "kept": len(rep.kept), "rows": len(rep.rows), "dropped": dict(rep.dropped())}
+    summary = {
+        "out": str(rep.out),
+        "collected": len(rep.items),
+        "kept": len(rep.kept),
+        "rows": len(rep.rows),
+        "dropped": dict(rep.dropped()),
+    }
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
         print(f"kept {len(rep.kept)} of {len(rep.items)} kernels → {len(rep.rows)} SFT rows in {rep.out} (README.md, sft.jsonl, data/)")
         for it in rep.items:
-            print(f"  {'keep' if not it.dropped else 'drop'} {it.path.name}: {it.dropped or f'pass, {it.latency:.3f} µs (emulator-estimate)'}")
+            print(
+                f"  {'keep' if not it.dropped else 'drop'} {it.path.name}: {it.dropped or f'pass, {it.latency:.3f} µs (emulator-estimate)'}"
+            )
     return 0

@@ -194,18 +194,30 @@ def resolve_kernel(source: str, sessions_dir: str) -> tuple[Path, str, str | Non
     return kernel, f"session {source} (best pass, {best['latency_us']:.3f} µs {best.get('timing_source', '')})", meta.get("task")
 
 
-def write_integration(kernel: Path, origin: str, model: Path, fn: str, inputs: list[tuple[str, tuple[int, ...], str]],
-                      rtol: float, atol: float) -> list[Path]:
+def write_integration(
+    kernel: Path, origin: str, model: Path, fn: str, inputs: list[tuple[str, tuple[int, ...], str]], rtol: float, atol: float
+) -> list[Path]:
     """Write the kernel copy, the wrapper and its test next to ``model``; return their paths."""
     import hashlib
 
     source = kernel.read_text()
     stem = f"{model.stem}_{fn}_nki"
     kernel_file, wrapper_file, test_file = f"{stem}_kernel.py", f"{stem}.py", f"test_{stem}.py"
-    fields = {"kernel_origin": origin, "sha": hashlib.sha256(source.encode()).hexdigest()[:16], "model_name": model.name, "fn": fn,
-              "kernel_file": kernel_file, "stem": stem, "kernel_name": _kernel_name(source), "wrapper_file": wrapper_file,
-              "inputs": [(n, list(s), d) for n, s, d in inputs], "rtol": rtol, "atol": atol,
-              "uses_torch": "torch" in model.read_text(), "legacy": "neuronxcc" in source}
+    fields = {
+        "kernel_origin": origin,
+        "sha": hashlib.sha256(source.encode()).hexdigest()[:16],
+        "model_name": model.name,
+        "fn": fn,
+        "kernel_file": kernel_file,
+        "stem": stem,
+        "kernel_name": _kernel_name(source),
+        "wrapper_file": wrapper_file,
+        "inputs": [(n, list(s), d) for n, s, d in inputs],
+        "rtol": rtol,
+        "atol": atol,
+        "uses_torch": "torch" in model.read_text(),
+        "legacy": "neuronxcc" in source,
+    }
     out_dir = model.parent
     shutil.copyfile(kernel, out_dir / kernel_file)
     (out_dir / wrapper_file).write_text(_WRAPPER.format(**fields))
@@ -217,8 +229,9 @@ def _kernel_name(source: str) -> str:
     """The kernel's function name: ``kernel`` if defined, else the only ``@nki.jit`` function."""
     import ast
 
-    names = [n.name for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)
-             and any("jit" in ast.unparse(d) for d in n.decorator_list)]
+    names = [
+        n.name for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in n.decorator_list)
+    ]
     if "kernel" in names or len(names) != 1:
         return "kernel"
     return names[0]

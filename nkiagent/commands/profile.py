@@ -73,6 +73,8 @@ def _profile_on_hardware(args: argparse.Namespace, inputs: tuple[object, ...]) -
         m = res.measurement
         if "median_us" in m:
             stable = "" if m.get("stable") else f" — UNSTABLE (above the {100 * m['spread_limit']:.0f}% gate)"
-            print(f"measured on {target} with neuron-profile: median {m['median_us']:.3f} µs of {m['captures']} captures, "
-                  f"spread {100 * m['spread']:.2f}%{stable}")
+            print(
+                f"measured on {target} with neuron-profile: median {m['median_us']:.3f} µs of {m['captures']} captures, "
+                f"spread {100 * m['spread']:.2f}%{stable}"
+            )
     return 0

@@ -12,8 +12,18 @@ from ..verify.protocol import VISIBLE_SEEDS
 __all__ = ["add_search_arguments", "run_search_command"]
 
 #: budgets and knobs a resume may change (the rest is the stored configuration)
-_OVERRIDABLE = ("max_candidates", "budget_usd", "max_seconds", "target_speedup", "target_sol", "patience", "workers", "executor",
-                "ray_address", "model_concurrency")
+_OVERRIDABLE = (
+    "max_candidates",
+    "budget_usd",
+    "max_seconds",
+    "target_speedup",
+    "target_sol",
+    "patience",
+    "workers",
+    "executor",
+    "ray_address",
+    "model_concurrency",
+)
 
 
 def add_search_arguments(p: argparse.ArgumentParser) -> None:
@@ -21,7 +31,12 @@ def add_search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strategy", choices=["best-of-n", "refine", "beam", "evolve"], default="evolve")
     p.add_argument("--model", default="builtin/tuner", help="builtin/tuner (offline), scripted:PATH or a litellm model string")
     p.add_argument("--api-base", help="OpenAI-compatible endpoint for local servers")
-    p.add_argument("--n", dest="max_candidates", type=int, help="candidates to evaluate (best-of-n: samples), the starting kernel included (default 16)")
+    p.add_argument(
+        "--n",
+        dest="max_candidates",
+        type=int,
+        help="candidates to evaluate (best-of-n: samples), the starting kernel included (default 16)",
+    )
     p.add_argument("--budget-usd", type=float, help="stop when the model cost reaches this")
     p.add_argument("--max-seconds", type=float, help="stop after this much wall time")
     p.add_argument("--target-speedup", type=float, help="stop when a passing kernel reaches this speedup over the baseline")
@@ -39,7 +54,9 @@ def add_search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray-address", help="Ray cluster address (default: start a local Ray)")
     p.add_argument("--model-concurrency", type=int, help="model calls in flight at once (default 4)")
     p.add_argument("--no-cascade", action="store_true", help="skip the small-shape stage (static gate → full verification)")
-    p.add_argument("--seeds", type=int, default=1, help=f"correctness seeds of the full verification (default 1; `eval` uses {VISIBLE_SEEDS})")
+    p.add_argument(
+        "--seeds", type=int, default=1, help=f"correctness seeds of the full verification (default 1; `eval` uses {VISIBLE_SEEDS})"
+    )
     p.add_argument("--target", choices=["trn1", "trn2", "trn3"], default="trn2")
     p.add_argument("--kernel", help="starting kernel file (default: a kernel with tunables if nkiagent has one, else the baseline)")
     p.add_argument("--sessions-dir", default="sessions")
@@ -56,8 +73,11 @@ def _progress(quiet: bool) -> Any:
         if c.passed and (c.speedup or 0.0) > best[0]:
             best[0] = c.speedup or 0.0
         sp = f"{c.speedup:.3f}×" if c.speedup is not None else "—"
-        print(f"#{c.candidate_id:<4} isl {c.island} gen {c.generation:<3} {c.verdict:<8} {sp:>8} ({c.stage})  best {best[0]:.3f}×  "
-              f"{c.mutation[:70]}", flush=True)
+        print(
+            f"#{c.candidate_id:<4} isl {c.island} gen {c.generation:<3} {c.verdict:<8} {sp:>8} ({c.stage})  best {best[0]:.3f}×  "
+            f"{c.mutation[:70]}",
+            flush=True,
+        )
 
     return show
 
@@ -73,10 +93,24 @@ def run_search_command(args: argparse.Namespace) -> int:
         if not args.task:
             print("error: --task is required (or --resume SESSION)")
             return 2
-        cfg = SearchConfig(task=args.task, strategy=args.strategy, model=args.model, target=args.target, seed=args.seed,
-                           temperature=args.temperature, api_base=args.api_base, kernel=args.kernel, beam_width=args.beam_width,
-                           samples=args.samples, islands=args.islands, per_island=args.per_island, migrate_every=args.migrate_every,
-                           cascade=not args.no_cascade, seeds=args.seeds, **given)
+        cfg = SearchConfig(
+            task=args.task,
+            strategy=args.strategy,
+            model=args.model,
+            target=args.target,
+            seed=args.seed,
+            temperature=args.temperature,
+            api_base=args.api_base,
+            kernel=args.kernel,
+            beam_width=args.beam_width,
+            samples=args.samples,
+            islands=args.islands,
+            per_island=args.per_island,
+            migrate_every=args.migrate_every,
+            cascade=not args.no_cascade,
+            seeds=args.seeds,
+            **given,
+        )
         outcome = run_search(cfg, Path(args.sessions_dir), on_candidate)
     out = outcome.to_dict()
     if args.json:
@@ -85,7 +119,9 @@ def run_search_command(args: argparse.Namespace) -> int:
         best = out["best"]
         print(f"stopped: {out['stop_reason']}; {out['candidates']} candidates, ${out['cost_usd']:.4f}, {out['seconds']:.1f} s")
         if best:
-            print(f"best: candidate #{best['candidate_id']} {best['speedup']}× ({best['latency_us']:.3f} µs, {best['timing_source']}) → {best['kernel']}")
+            print(
+                f"best: candidate #{best['candidate_id']} {best['speedup']}× ({best['latency_us']:.3f} µs, {best['timing_source']}) → {best['kernel']}"
+            )
         else:
             print("no candidate passed the verifier")
         print(f"session: {out['session_dir']}  (report: nkiagent report {out['session_id']})")

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["run_simulate", "run_ops", "parse_inputs", "load_kernel", "kernel_and_inputs", "random_inputs"]
+__all__ = ["kernel_and_inputs", "load_kernel", "parse_inputs", "random_inputs", "run_ops", "run_simulate"]
 
 
 def parse_inputs(spec: str) -> list[tuple[str, tuple[int, ...], str]]:
@@ -91,15 +91,20 @@ def run_simulate(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     outs = result.outputs if isinstance(result.outputs, (tuple, list)) else [result.outputs]
-    summary = {
+    summary: dict[str, Any] = {
         "target": result.target,
         "instructions": result.instructions,
         "by_op": trace.counts(),
         "sbuf_peak_bytes_per_partition": result.sbuf_peak_bytes,
         "outputs": [
-            {"shape": list(o.shape), "dtype": str(o.dtype), "finite": bool(np.isfinite(o.astype(np.float32)).all()),
-             "mean": float(np.nanmean(o.astype(np.float32)))}
-            for o in outs if hasattr(o, "shape")
+            {
+                "shape": list(o.shape),
+                "dtype": str(o.dtype),
+                "finite": bool(np.isfinite(o.astype(np.float32)).all()),
+                "mean": float(np.nanmean(o.astype(np.float32))),
+            }
+            for o in outs
+            if hasattr(o, "shape")
         ],
         "warnings": result.warnings,
     }

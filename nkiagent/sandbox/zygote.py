@@ -128,8 +128,16 @@ _LAUNCHER = _Launcher()
 atexit.register(_LAUNCHER.stop)
 
 
-def spawn(request: dict[str, Any], env: dict[str, str], scratch: Path, result_fd: int, stream_fd: int, stdout_fd: int,
-          *, start_timeout: float = 120.0) -> ForkedWorker:
+def spawn(
+    request: dict[str, Any],
+    env: dict[str, str],
+    scratch: Path,
+    result_fd: int,
+    stream_fd: int,
+    stdout_fd: int,
+    *,
+    start_timeout: float = 120.0,
+) -> ForkedWorker:
     """Fork a worker for ``request``; the caller keeps (and closes) its own copies of the descriptors.
 
     Raises ``OSError`` when the launcher cannot take the request (then start a fresh worker instead).

@@ -32,11 +32,46 @@ CREATE TABLE IF NOT EXISTS candidates (
 CREATE INDEX IF NOT EXISTS by_island ON candidates (island, verdict, speedup);
 CREATE INDEX IF NOT EXISTS by_sha ON candidates (code_sha256);
 """
-_COLUMNS = ("candidate_id", "code_sha256", "parents", "strategy", "island", "generation", "turn", "stage", "verdict", "latency_us",
-            "speedup", "fraction_of_peak", "bottleneck", "reward", "cost_usd", "mutation", "evaluation", "model_turn", "ts")
+_COLUMNS = (
+    "candidate_id",
+    "code_sha256",
+    "parents",
+    "strategy",
+    "island",
+    "generation",
+    "turn",
+    "stage",
+    "verdict",
+    "latency_us",
+    "speedup",
+    "fraction_of_peak",
+    "bottleneck",
+    "reward",
+    "cost_usd",
+    "mutation",
+    "evaluation",
+    "model_turn",
+    "ts",
+)
 #: evaluation fields a candidate keeps (the full profile stays in the verifier's answer; the summary text is kept for prompts)
-_EVAL_KEYS = ("verdict", "task", "target", "reasons", "compiled", "correct", "latency_us", "timing_source", "model_version",
-              "baseline_latency_us", "speedup", "sol_latency_us", "fraction_of_peak", "code_sha256", "backend", "wall_s")
+_EVAL_KEYS = (
+    "verdict",
+    "task",
+    "target",
+    "reasons",
+    "compiled",
+    "correct",
+    "latency_us",
+    "timing_source",
+    "model_version",
+    "baseline_latency_us",
+    "speedup",
+    "sol_latency_us",
+    "fraction_of_peak",
+    "code_sha256",
+    "backend",
+    "wall_s",
+)
 
 
 def compact_evaluation_dict(ev: dict[str, Any]) -> dict[str, Any]:
@@ -138,18 +173,47 @@ class Candidate:
         return self.reward - 10.0
 
     def event_fields(self) -> dict[str, Any]:
-        return {"candidate_id": self.candidate_id, "code_sha256": self.code_sha256, "parents": self.parents, "strategy": self.strategy,
-                "island": self.island, "generation": self.generation, "turn": self.turn, "stage": self.stage,
-                "model_turn": self.model_turn, "evaluation": self.evaluation, "reward": self.reward, "cost_usd": self.cost_usd,
-                "mutation": self.mutation, "verdict": self.verdict, "latency_us": self.evaluation.get("latency_us"),
-                "speedup": self.speedup, "timing_source": self.evaluation.get("timing_source"), "cell": list(self.cell)}
+        return {
+            "candidate_id": self.candidate_id,
+            "code_sha256": self.code_sha256,
+            "parents": self.parents,
+            "strategy": self.strategy,
+            "island": self.island,
+            "generation": self.generation,
+            "turn": self.turn,
+            "stage": self.stage,
+            "model_turn": self.model_turn,
+            "evaluation": self.evaluation,
+            "reward": self.reward,
+            "cost_usd": self.cost_usd,
+            "mutation": self.mutation,
+            "verdict": self.verdict,
+            "latency_us": self.evaluation.get("latency_us"),
+            "speedup": self.speedup,
+            "timing_source": self.evaluation.get("timing_source"),
+            "cell": list(self.cell),
+        }
 
     @classmethod
     def from_event(cls, e: dict[str, Any]) -> Candidate:
-        return cls(int(e["candidate_id"]), e["code_sha256"], [int(p) for p in e.get("parents", [])], e.get("strategy", ""),
-                   int(e.get("island", 0)), int(e.get("generation", 0)), int(e.get("turn", 0)), e.get("stage", "full"),
-                   e.get("evaluation") or {}, float(e.get("reward", 0.0)), float(e.get("cost_usd", 0.0)), e.get("mutation", ""),
-                   e.get("model_turn"), float(e.get("ts", 0.0)), tuple(e.get("cell") or ("fail", "")))  # type: ignore[arg-type]
+        kind, feature = e.get("cell") or ("fail", "")  # JSON gives the cell back as a list of two
+        return cls(
+            int(e["candidate_id"]),
+            e["code_sha256"],
+            [int(p) for p in e.get("parents", [])],
+            e.get("strategy", ""),
+            int(e.get("island", 0)),
+            int(e.get("generation", 0)),
+            int(e.get("turn", 0)),
+            e.get("stage", "full"),
+            e.get("evaluation") or {},
+            float(e.get("reward", 0.0)),
+            float(e.get("cost_usd", 0.0)),
+            e.get("mutation", ""),
+            e.get("model_turn"),
+            float(e.get("ts", 0.0)),
+            (str(kind), str(feature)),
+        )
 
 
 @dataclass
@@ -176,18 +240,63 @@ class CandidateDB:
                     self._index(c)
 
     def _index(self, c: Candidate) -> None:
-        row = (c.candidate_id, c.code_sha256, json.dumps(c.parents), c.strategy, c.island, c.generation, c.turn, c.stage, c.verdict,
-               c.evaluation.get("latency_us"), c.speedup, c.evaluation.get("fraction_of_peak"), c.cell[0], c.reward, c.cost_usd,
-               c.mutation, json.dumps(c.evaluation, default=str), json.dumps(c.model_turn, default=str) if c.model_turn else None, c.ts)
+        row = (
+            c.candidate_id,
+            c.code_sha256,
+            json.dumps(c.parents),
+            c.strategy,
+            c.island,
+            c.generation,
+            c.turn,
+            c.stage,
+            c.verdict,
+            c.evaluation.get("latency_us"),
+            c.speedup,
+            c.evaluation.get("fraction_of_peak"),
+            c.cell[0],
+            c.reward,
+            c.cost_usd,
+            c.mutation,
+            json.dumps(c.evaluation, default=str),
+            json.dumps(c.model_turn, default=str) if c.model_turn else None,
+            c.ts,
+        )
         self._conn.execute(f"INSERT OR REPLACE INTO candidates ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})", row)
 
-    def add(self, source: str, evaluation: dict[str, Any], *, parents: list[int], strategy: str, island: int = 0, generation: int = 0,
-            turn: int = 0, stage: str = "full", cost_usd: float = 0.0, mutation: str = "", model_turn: dict[str, Any] | None = None) -> Candidate:
+    def add(
+        self,
+        source: str,
+        evaluation: dict[str, Any],
+        *,
+        parents: list[int],
+        strategy: str,
+        island: int = 0,
+        generation: int = 0,
+        turn: int = 0,
+        stage: str = "full",
+        cost_usd: float = 0.0,
+        mutation: str = "",
+        model_turn: dict[str, Any] | None = None,
+    ) -> Candidate:
         """Record one evaluated kernel: its code, a ``candidate`` event (durable first), then the index row."""
         sha = self.session.save_kernel(source)
         ev = compact_evaluation_dict(evaluation)
-        c = Candidate(len(self.candidates), sha, parents, strategy, island, generation, turn, stage, ev, reward_of(ev), cost_usd,
-                      mutation, model_turn, cell=cell_of(evaluation, source))
+        c = Candidate(
+            len(self.candidates),
+            sha,
+            parents,
+            strategy,
+            island,
+            generation,
+            turn,
+            stage,
+            ev,
+            reward_of(ev),
+            cost_usd,
+            mutation,
+            model_turn,
+            cell=cell_of(evaluation, source),
+        )
         c.ts = float(self.session.append("candidate", **c.event_fields())["ts"])
         with self._conn:
             self._index(c)
@@ -210,12 +319,15 @@ class CandidateDB:
 
     def top(self, k: int, island: int | None = None, ids: set[int] | None = None) -> list[Candidate]:
         """The ``k`` best passing candidates (by speedup, then latency, then age), optionally of one island or id set."""
-        where, params = "verdict = 'pass' AND latency_us IS NOT NULL", []  # type: ignore[var-annotated]
+        where = "verdict = 'pass' AND latency_us IS NOT NULL"
+        params: list[Any] = []
         if island is not None:
             where += " AND island = ?"
             params.append(island)
-        rows = self.query(f"SELECT candidate_id FROM candidates WHERE {where} ORDER BY COALESCE(speedup, 0) DESC, latency_us ASC, candidate_id ASC",
-                          tuple(params))
+        rows = self.query(
+            f"SELECT candidate_id FROM candidates WHERE {where} ORDER BY COALESCE(speedup, 0) DESC, latency_us ASC, candidate_id ASC",
+            tuple(params),
+        )
         picked = [self.candidates[r[0]] for r in rows if ids is None or r[0] in ids]
         return picked[:k]
 

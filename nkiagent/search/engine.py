@@ -81,12 +81,24 @@ class SearchOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         best = self.best
-        return {"session_id": self.session.id, "session_dir": str(self.session.dir), "stop_reason": self.stop_reason,
-                "candidates": self.candidates, "cost_usd": round(self.cost_usd, 6), "seconds": round(self.seconds, 2),
-                "best": None if best is None else {"candidate_id": best.candidate_id, "speedup": best.speedup,
-                                                   "latency_us": best.evaluation.get("latency_us"),
-                                                   "timing_source": best.evaluation.get("timing_source"),
-                                                   "code_sha256": best.code_sha256, "kernel": str(self.session.dir / "kernels" / f"{best.code_sha256}.py")}}
+        return {
+            "session_id": self.session.id,
+            "session_dir": str(self.session.dir),
+            "stop_reason": self.stop_reason,
+            "candidates": self.candidates,
+            "cost_usd": round(self.cost_usd, 6),
+            "seconds": round(self.seconds, 2),
+            "best": None
+            if best is None
+            else {
+                "candidate_id": best.candidate_id,
+                "speedup": best.speedup,
+                "latency_us": best.evaluation.get("latency_us"),
+                "timing_source": best.evaluation.get("timing_source"),
+                "code_sha256": best.code_sha256,
+                "kernel": str(self.session.dir / "kernels" / f"{best.code_sha256}.py"),
+            },
+        }
 
 
 def starting_kernel(task: Any, given: str | None = None) -> str:
@@ -115,8 +127,15 @@ def make_mutator(cfg: SearchConfig, task: Any) -> Mutator:
 class SearchRun:
     """One open search: the database, the operator, the executor, the budget and the persisted state."""
 
-    def __init__(self, session: Session, config: SearchConfig, mutator: Mutator, executor: Executor,
-                 on_candidate: Callable[[Candidate], None] | None = None, should_stop: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self,
+        session: Session,
+        config: SearchConfig,
+        mutator: Mutator,
+        executor: Executor,
+        on_candidate: Callable[[Candidate], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> None:
         self.session = session
         self.config = config
         self.mutator = mutator
@@ -171,15 +190,30 @@ class SearchRun:
         return ""
 
     # -- the loop ---------------------------------------------------------------------------------------
-    def _record(self, source: str, ev: dict[str, Any], *, parents: list[int], island: int, generation: int, turn: int, proposal: Proposal) -> Candidate:
-        c = self.db.add(source, ev, parents=parents, strategy=self.strategy.name, island=island, generation=generation, turn=turn,
-                        stage=str(ev.get("stage", "full")), cost_usd=proposal.cost_usd, mutation=proposal.why, model_turn=proposal.model_turn)
+    def _record(
+        self, source: str, ev: dict[str, Any], *, parents: list[int], island: int, generation: int, turn: int, proposal: Proposal
+    ) -> Candidate:
+        c = self.db.add(
+            source,
+            ev,
+            parents=parents,
+            strategy=self.strategy.name,
+            island=island,
+            generation=generation,
+            turn=turn,
+            stage=str(ev.get("stage", "full")),
+            cost_usd=proposal.cost_usd,
+            mutation=proposal.why,
+            model_turn=proposal.model_turn,
+        )
         if self.on_candidate is not None:
             self.on_candidate(c)
         return c
 
     def _job(self, source: str) -> EvalJob:
-        return EvalJob(source, self.config.task, self.config.target, seeds=self.config.seeds, hidden=self.config.hidden, cascade=self.config.cascade)
+        return EvalJob(
+            source, self.config.task, self.config.target, seeds=self.config.seeds, hidden=self.config.hidden, cascade=self.config.cascade
+        )
 
     def start(self, source: str) -> None:
         """Evaluate the starting kernel as candidate 0 (once; a resumed search already has it)."""
@@ -190,8 +224,15 @@ class SearchRun:
 
     def _request(self, spec: ChildSpec, seen: set[str]) -> MutationRequest:
         messages = self._trajectory(spec.parent) if spec.refine and isinstance(self.mutator, ModelMutator) else None
-        return MutationRequest(spec.parent, self.db.source(spec.parent), [(c, self.db.source(c)) for c in spec.inspirations], spec.seed,
-                               spec.temperature, seen, messages)
+        return MutationRequest(
+            spec.parent,
+            self.db.source(spec.parent),
+            [(c, self.db.source(c)) for c in spec.inspirations],
+            spec.seed,
+            spec.temperature,
+            seen,
+            messages,
+        )
 
     def _trajectory(self, parent: Candidate) -> list[dict[str, Any]]:
         """A refine conversation rebuilt from the database: the opening on the start, then each turn and its evaluation."""
@@ -205,8 +246,13 @@ class SearchRun:
             messages.append({"role": "assistant", "content": c.model_turn.get("content", ""), **({"tool_calls": calls} if calls else {})})
             text = feedback_text(c)
             messages += [{"role": "tool", "tool_call_id": call["id"], "content": text} for call in calls]
-        messages.append({"role": "user", "content": f"The best kernel so far is candidate #{parent.candidate_id}; your next edit applies to it:\n"
-                                                    f"```python\n{self.db.source(parent)}\n```"})
+        messages.append(
+            {
+                "role": "user",
+                "content": f"The best kernel so far is candidate #{parent.candidate_id}; your next edit applies to it:\n"
+                f"```python\n{self.db.source(parent)}\n```",
+            }
+        )
         return messages
 
     def step(self) -> list[Candidate]:
@@ -227,7 +273,9 @@ class SearchRun:
         for spec, prop in zip(specs, proposals):
             if prop.source is None:
                 self.state["extra_cost_usd"] = float(self.state.get("extra_cost_usd", 0.0)) + prop.cost_usd
-                self.note(f"no child from candidate #{spec.parent.candidate_id}: {prop.why}", model_turn=prop.model_turn, cost_usd=prop.cost_usd)
+                self.note(
+                    f"no child from candidate #{spec.parent.candidate_id}: {prop.why}", model_turn=prop.model_turn, cost_usd=prop.cost_usd
+                )
                 continue
             sha = hashlib.sha256(prop.source.encode()).hexdigest()
             if sha in shas:
@@ -236,8 +284,10 @@ class SearchRun:
             shas.add(sha)
             kept.append((spec, prop, prop.source))
         results = self.executor.map([self._job(src) for _, _, src in kept])
-        out = [self._record(src, ev, parents=[s.parent.candidate_id], island=s.island, generation=s.generation, turn=s.turn, proposal=p)
-               for (s, p, src), ev in zip(kept, results)]
+        out = [
+            self._record(src, ev, parents=[s.parent.candidate_id], island=s.island, generation=s.generation, turn=s.turn, proposal=p)
+            for (s, p, src), ev in zip(kept, results)
+        ]
         self._empty_rounds = 0 if out else self._empty_rounds + 1
         self.state["round"] = self.round + 1
         self._persist()
@@ -252,8 +302,9 @@ class SearchRun:
         return reason
 
 
-def _open(session: Session, cfg: SearchConfig, on_candidate: Callable[[Candidate], None] | None,
-          should_stop: Callable[[], bool] | None) -> tuple[SearchRun, str]:
+def _open(
+    session: Session, cfg: SearchConfig, on_candidate: Callable[[Candidate], None] | None, should_stop: Callable[[], bool] | None
+) -> tuple[SearchRun, str]:
     from ..tasks import get_task
 
     task = get_task(cfg.task)
@@ -266,13 +317,15 @@ def _open(session: Session, cfg: SearchConfig, on_candidate: Callable[[Candidate
 
 def _finish(run: SearchRun, reason: str) -> SearchOutcome:
     best = run.db.best()
-    run.session.append("session_end", stop_reason=reason, best=None if best is None else best.candidate_id, candidates=len(run.db),
-                       cost_usd=run.cost_usd())
+    run.session.append(
+        "session_end", stop_reason=reason, best=None if best is None else best.candidate_id, candidates=len(run.db), cost_usd=run.cost_usd()
+    )
     return SearchOutcome(run.session, reason, best, len(run.db), run.cost_usd(), run.seconds())
 
 
-def _drive(session: Session, cfg: SearchConfig, on_candidate: Callable[[Candidate], None] | None,
-           should_stop: Callable[[], bool] | None = None) -> SearchOutcome:
+def _drive(
+    session: Session, cfg: SearchConfig, on_candidate: Callable[[Candidate], None] | None, should_stop: Callable[[], bool] | None = None
+) -> SearchOutcome:
     run, source = _open(session, cfg, on_candidate, should_stop)
     try:
         return _finish(run, run.run(source))
@@ -282,22 +335,39 @@ def _drive(session: Session, cfg: SearchConfig, on_candidate: Callable[[Candidat
         session.close()
 
 
-def run_search(cfg: SearchConfig, sessions_dir: Path, on_candidate: Callable[[Candidate], None] | None = None,
-               should_stop: Callable[[], bool] | None = None) -> SearchOutcome:
+def run_search(
+    cfg: SearchConfig,
+    sessions_dir: Path,
+    on_candidate: Callable[[Candidate], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> SearchOutcome:
     """Start a new search session and run it to a stop (``should_stop`` returning True ends it after the current round)."""
     from .. import __version__
     from ..tasks import get_task
 
     make_strategy(cfg.strategy)  # an unknown name fails here, before a session is created
     task = get_task(cfg.task).name  # so does an unknown task
-    session = SessionStore(sessions_dir).create({"kind": "search", "task": task, "model": cfg.model, "strategy": cfg.strategy,
-                                                 "target": cfg.target, "config": asdict(cfg), "versions": {"nkiagent": __version__}})
+    session = SessionStore(sessions_dir).create(
+        {
+            "kind": "search",
+            "task": task,
+            "model": cfg.model,
+            "strategy": cfg.strategy,
+            "target": cfg.target,
+            "config": asdict(cfg),
+            "versions": {"nkiagent": __version__},
+        }
+    )
     session.append("session_start", kind="search", task=task, model=cfg.model, strategy=cfg.strategy, target=cfg.target)
     return _drive(session, cfg, on_candidate, should_stop)
 
 
-def resume_search(session_dir: Path, overrides: dict[str, Any] | None = None,
-                  on_candidate: Callable[[Candidate], None] | None = None, should_stop: Callable[[], bool] | None = None) -> SearchOutcome:
+def resume_search(
+    session_dir: Path,
+    overrides: dict[str, Any] | None = None,
+    on_candidate: Callable[[Candidate], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> SearchOutcome:
     """Continue a stored search from its database (budgets may be raised with ``overrides``)."""
     session = SessionStore(session_dir.parent).open(session_dir.name)
     meta = session.meta()

@@ -67,8 +67,12 @@ def cascade_evaluate(job: EvalJob) -> dict[str, Any]:
         with os.fdopen(fd, "w") as fh:
             fh.write(job.source)
         if job.cascade:
-            small = verify(path, _small(task), job.target, VerifyOptions(seeds=1, distributions=job.distributions[:1], hidden=False,
-                                                                          with_baseline=False)).to_dict()
+            small = verify(
+                path,
+                _small(task),
+                job.target,
+                VerifyOptions(seeds=1, distributions=job.distributions[:1], hidden=False, with_baseline=False),
+            ).to_dict()
             if small["verdict"] != "pass":
                 gate = next((c for c in small["checks"] if c["name"] == "static_gate"), None)
                 small["stage"] = "static" if gate is not None and not gate["ok"] else "small"

@@ -70,8 +70,14 @@ def _sha(text: str) -> str:
 
 def _turn(content: str, edits: list[tuple[str, str]], model: str, cost: float = 0.0) -> dict[str, Any]:
     """A model turn as a candidate records it: text, the ``edit_file`` calls, usage."""
-    calls = [{"id": f"edit-{i}", "type": "function",
-              "function": {"name": "edit_file", "arguments": json.dumps({"path": KERNEL_NAME, "old": o, "new": n})}} for i, (o, n) in enumerate(edits)]
+    calls = [
+        {
+            "id": f"edit-{i}",
+            "type": "function",
+            "function": {"name": "edit_file", "arguments": json.dumps({"path": KERNEL_NAME, "old": o, "new": n})},
+        }
+        for i, (o, n) in enumerate(edits)
+    ]
     return {"content": content, "tool_calls": calls, "model": model, "usage": {"cost_usd": cost}}
 
 
@@ -102,8 +108,9 @@ class TunableMutator:
         return Proposal(None, f"no configuration near candidate {req.parent.candidate_id} is left unevaluated")
 
     @staticmethod
-    def _values(tunables: list[Tunable], rng: random.Random, temperature: float, donors: list[dict[str, TunableValue]], bottleneck: str,
-                widen: int) -> tuple[dict[str, TunableValue], str]:
+    def _values(
+        tunables: list[Tunable], rng: random.Random, temperature: float, donors: list[dict[str, TunableValue]], bottleneck: str, widen: int
+    ) -> tuple[dict[str, TunableValue], str]:
         values: dict[str, TunableValue] = {t.name: t.value for t in tunables}
         if temperature >= 1.0:
             for t in tunables:
@@ -177,13 +184,26 @@ class ModelMutator:
         """The first messages for a parent: the agent's system prompt, the task, the parent and the inspirations with their results."""
         from ..agent.prompts import system_prompt, task_prompt
 
-        parts = [task_prompt(self.task, KERNEL_NAME, self.target), "", f"## Parent kernel ({KERNEL_NAME})", "```python", parent_source,
-                 "```", "Its measured result:", feedback_text(parent)]
+        parts = [
+            task_prompt(self.task, KERNEL_NAME, self.target),
+            "",
+            f"## Parent kernel ({KERNEL_NAME})",
+            "```python",
+            parent_source,
+            "```",
+            "Its measured result:",
+            feedback_text(parent),
+        ]
         for c, src in inspirations:
             parts += ["", f"## Inspiration: candidate #{c.candidate_id}", "```python", src, "```", feedback_text(c)]
-        parts += ["", (f"Propose one improvement of the parent as edit_file calls on {KERNEL_NAME} (exact `old` text from the parent, "
-                       "unique, and its replacement), or write_file for a rewrite. The search evaluates your result and keeps it only "
-                       "if the verifier passes it.")]
+        parts += [
+            "",
+            (
+                f"Propose one improvement of the parent as edit_file calls on {KERNEL_NAME} (exact `old` text from the parent, "
+                "unique, and its replacement), or write_file for a rewrite. The search evaluates your result and keeps it only "
+                "if the verifier passes it."
+            ),
+        ]
         return [{"role": "system", "content": system_prompt(self.target)}, {"role": "user", "content": "\n".join(parts)}]
 
     def propose(self, req: MutationRequest) -> Proposal:
@@ -194,9 +214,17 @@ class ModelMutator:
             turn = self.model.complete(messages, self.tools)
         except ModelError as exc:  # after the model's own retries: this child is lost, the search goes on (or runs dry and stops)
             return Proposal(None, f"model error: {exc}")
-        record = {"prompt": messages, "content": turn.content, "tool_calls": [tc.to_message() for tc in turn.tool_calls], "model": turn.model or self.name,
-                  "usage": {"prompt_tokens": turn.usage.prompt_tokens, "completion_tokens": turn.usage.completion_tokens,
-                            "cost_usd": turn.usage.cost_usd}}
+        record = {
+            "prompt": messages,
+            "content": turn.content,
+            "tool_calls": [tc.to_message() for tc in turn.tool_calls],
+            "model": turn.model or self.name,
+            "usage": {
+                "prompt_tokens": turn.usage.prompt_tokens,
+                "completion_tokens": turn.usage.completion_tokens,
+                "cost_usd": turn.usage.cost_usd,
+            },
+        }
         bad = next((tc.error for tc in turn.tool_calls if tc.error), "")
         if bad:
             return Proposal(None, bad, record, turn.usage.cost_usd)

@@ -66,8 +66,14 @@ def load_trace(session_dir: Path) -> SearchTrace:
     events = read_events(session_dir / "events.jsonl")
     cands = sorted((e for e in events if e.get("type") == "candidate" and "candidate_id" in e), key=lambda e: e["candidate_id"])
     ends = [e for e in events if e.get("type") == "session_end"]
-    return SearchTrace(session_dir.name, meta.get("task", ""), meta.get("strategy", ""), meta.get("model", ""),
-                       ends[-1].get("stop_reason", "") if ends else "(not finished)", cands)
+    return SearchTrace(
+        session_dir.name,
+        meta.get("task", ""),
+        meta.get("strategy", ""),
+        meta.get("model", ""),
+        ends[-1].get("stop_reason", "") if ends else "(not finished)",
+        cands,
+    )
 
 
 def _plot(traces: list[SearchTrace], out: Path) -> None:
@@ -108,26 +114,40 @@ def write_report(session_dirs: list[Path], out_md: Path) -> Path:
     png = out_md.with_suffix(".png")
     out_md.parent.mkdir(parents=True, exist_ok=True)
     _plot(traces, png)
-    lines = ["# nkiagent search report", "", f"![best speedup vs candidates and cost]({png.name})", "",
-             "| session | task | strategy | model | candidates | passed | best speedup | evals to 90% | cost (USD) | stopped because |",
-             "|---|---|---|---|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        "# nkiagent search report",
+        "",
+        f"![best speedup vs candidates and cost]({png.name})",
+        "",
+        "| session | task | strategy | model | candidates | passed | best speedup | evals to 90% | cost (USD) | stopped because |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---|",
+    ]
     for t in traces:
         _, best_curve, cost = t.best_curve()
         best = t.best
         passed = sum(1 for c in t.candidates if c.get("verdict") == "pass")
-        lines.append(f"| {t.session_id} | {t.task} | {t.strategy} | {t.model} | {len(t.candidates)} | {passed} | "
-                     f"{_speedup(best)} | "
-                     f"{evals_to_fraction(best_curve) or '—'} | {cost[-1] if cost else 0.0:.4f} | {t.stop_reason} |")
+        lines.append(
+            f"| {t.session_id} | {t.task} | {t.strategy} | {t.model} | {len(t.candidates)} | {passed} | "
+            f"{_speedup(best)} | "
+            f"{evals_to_fraction(best_curve) or '—'} | {cost[-1] if cost else 0.0:.4f} | {t.stop_reason} |"
+        )
     for t in traces:
-        lines += ["", f"## {t.session_id}: {t.strategy} on {t.task}", "",
-                  "| # | parents | island | gen | stage | verdict | speedup | latency (µs) | mutation |", "|---:|---|---:|---:|---|---|---:|---:|---|"]
+        lines += [
+            "",
+            f"## {t.session_id}: {t.strategy} on {t.task}",
+            "",
+            "| # | parents | island | gen | stage | verdict | speedup | latency (µs) | mutation |",
+            "|---:|---|---:|---:|---|---|---:|---:|---|",
+        ]
         ranked = sorted(t.candidates, key=lambda c: (c.get("verdict") != "pass", -(c.get("speedup") or 0.0), c["candidate_id"]))
         for c in ranked[:15]:
             lat = c.get("latency_us")
-            lines.append(f"| {c['candidate_id']} | {','.join(map(str, c.get('parents', []))) or '—'} | {c.get('island', 0)} | "
-                         f"{c.get('generation', 0)} | {c.get('stage', '')} | {c.get('verdict')} | "
-                         f"{_speedup(c, with_source=False)} | {'—' if lat is None else f'{lat:.2f}'} | "
-                         f"{str(c.get('mutation', '')).replace('|', '/')[:90]} |")
+            lines.append(
+                f"| {c['candidate_id']} | {','.join(map(str, c.get('parents', []))) or '—'} | {c.get('island', 0)} | "
+                f"{c.get('generation', 0)} | {c.get('stage', '')} | {c.get('verdict')} | "
+                f"{_speedup(c, with_source=False)} | {'—' if lat is None else f'{lat:.2f}'} | "
+                f"{str(c.get('mutation', '')).replace('|', '/')[:90]} |"
+            )
         if len(ranked) > 15:
             lines.append(f"| … | | | | | {len(ranked) - 15} more | | | |")
     out_md.write_text("\n".join(lines) + "\n")

@@ -79,7 +79,9 @@ class Refine(Strategy):
 
     def next_round(self, run: SearchRun) -> list[ChildSpec]:
         parent = run.db.best() or run.db.candidates[0]
-        return [ChildSpec(parent, self._seed(run, 0), min(run.config.temperature, 0.5), generation=run.round + 1, turn=run.round, refine=True)]
+        return [
+            ChildSpec(parent, self._seed(run, 0), min(run.config.temperature, 0.5), generation=run.round + 1, turn=run.round, refine=True)
+        ]
 
 
 class Beam(Strategy):
@@ -89,8 +91,11 @@ class Beam(Strategy):
 
     def next_round(self, run: SearchRun) -> list[ChildSpec]:
         beams = run.db.top(run.config.beam_width) or [run.db.candidates[0]]
-        return [ChildSpec(b, self._seed(run, b.candidate_id, k), run.config.temperature, generation=run.round + 1, turn=run.round)
-                for b in beams for k in range(run.config.samples)]
+        return [
+            ChildSpec(b, self._seed(run, b.candidate_id, k), run.config.temperature, generation=run.round + 1, turn=run.round)
+            for b in beams
+            for k in range(run.config.samples)
+        ]
 
 
 class Evolve(Strategy):
@@ -133,7 +138,9 @@ class Evolve(Strategy):
                 rng.shuffle(inspirations)
                 if ranked and ranked[0] is not parent and ranked[0] not in inspirations[:1]:
                     inspirations.insert(0, ranked[0])
-                specs.append(ChildSpec(parent, self._seed(run, island, j), cfg.temperature, island, generation, run.round, inspirations[:2]))
+                specs.append(
+                    ChildSpec(parent, self._seed(run, island, j), cfg.temperature, island, generation, run.round, inspirations[:2])
+                )
         return specs
 
     @staticmethod

@@ -19,11 +19,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EVENT_TYPES", "SessionStore", "Session", "read_events", "new_session_id"]
+__all__ = ["EVENT_TYPES", "Session", "SessionStore", "new_session_id", "read_events"]
 
 EVENT_TYPES = frozenset(
-    {"session_start", "model_request", "model_response", "tool_call", "tool_result", "edit_proposed", "review_decision", "edit_refused", "model_retry",
-     "edit_applied", "evaluation", "candidate", "note", "error", "session_end"}
+    {
+        "session_start",
+        "model_request",
+        "model_response",
+        "tool_call",
+        "tool_result",
+        "edit_proposed",
+        "review_decision",
+        "edit_refused",
+        "model_retry",
+        "edit_applied",
+        "evaluation",
+        "candidate",
+        "note",
+        "error",
+        "session_end",
+    }
 )
 
 
@@ -34,7 +49,7 @@ def new_session_id() -> str:
 
 def read_events(path: str | Path) -> list[dict[str, Any]]:
     """Every complete event of an ``events.jsonl``; a truncated or corrupt last line is ignored."""
-    events = []
+    events: list[dict[str, Any]] = []
     p = Path(path)
     if not p.is_file():
         return events
@@ -62,7 +77,7 @@ class Session:
         existing = read_events(self.events_path)
         self.seq = (existing[-1]["seq"] + 1) if existing else 0
         self._truncate_torn_tail()
-        self._fh = open(self.events_path, "ab")
+        self._fh = open(self.events_path, "ab")  # noqa: SIM115 — held for the session's appends; close() closes it
 
     def _truncate_torn_tail(self) -> None:
         """Drop a partial last line left by a crash, so appends start on a clean line."""
@@ -143,7 +158,7 @@ class SessionStore:
         return Session(directory, session_id)
 
     def list(self) -> list[tuple[str, dict[str, Any]]]:
-        out = []
+        out: list[tuple[str, dict[str, Any]]] = []
         root = Path(self.root)
         if not root.is_dir():
             return out

@@ -5,4 +5,4 @@ from __future__ import annotations
 from .loader import builtin_tasks, get_task, load_task_file
 from .spec import InputSpec, OutputSpec, Task, Tolerance
 
-__all__ = ["Task", "InputSpec", "OutputSpec", "Tolerance", "load_task_file", "builtin_tasks", "get_task"]
+__all__ = ["InputSpec", "OutputSpec", "Task", "Tolerance", "builtin_tasks", "get_task", "load_task_file"]

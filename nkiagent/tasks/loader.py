@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .spec import Task
 
-__all__ = ["load_task_file", "builtin_tasks", "get_task", "BUILTIN_DIR"]
+__all__ = ["BUILTIN_DIR", "builtin_tasks", "get_task", "load_task_file"]
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 
@@ -32,7 +32,7 @@ def load_task_file(path: str | Path) -> Task:
         raise ValueError(f"{path}{f':{line}' if line else ''}: importing the task file failed: {type(exc).__name__}: {exc}") from None
     task = getattr(module, "TASK", None)
     if not isinstance(task, Task):
-        raise ValueError(f"{path}: a task file must define TASK = Task(...)")
+        raise ValueError(f"{path}: a task file must define TASK = Task(...)")  # noqa: TRY004 — every bad task file is a ValueError to callers
     task.source_path = file
     return task
 

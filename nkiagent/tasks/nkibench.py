@@ -21,7 +21,7 @@ import numpy as np
 from ..emu.dtypes import dtype_name
 from .spec import InputSpec, OutputSpec, Task, Tolerance
 
-__all__ = ["load_nkibench", "NKIBENCH_REL_L2"]
+__all__ = ["NKIBENCH_REL_L2", "load_nkibench"]
 
 NKIBENCH_REL_L2 = 2e-5
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["InputSpec", "OutputSpec", "Tolerance", "Task", "Dims"]
+__all__ = ["Dims", "InputSpec", "OutputSpec", "Task", "Tolerance"]
 
 Dims = Mapping[str, int]
 

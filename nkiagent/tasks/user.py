@@ -21,7 +21,7 @@ import numpy as np
 
 from ..emu.dtypes import as_dtype, dtype_name
 
-__all__ = ["reference_from", "parse_input_specs", "write_task_file"]
+__all__ = ["parse_input_specs", "reference_from", "write_task_file"]
 
 
 _IMPORT_LOCK = threading.Lock()
@@ -75,7 +75,8 @@ def reference_from(path: str | Path, attr: str) -> Callable[..., np.ndarray]:
                 import torch
 
                 torch.manual_seed(0)
-                obj = obj().eval()
+                module: Any = obj()  # a torch.nn.Module class: its instance, in inference mode
+                obj = module.eval()
             state["fn"] = obj
             state["torch"] = type(obj).__module__.startswith("torch") or _uses_torch(obj)
         return state["fn"]
@@ -168,8 +169,8 @@ def write_task_file(source: str, inputs: str, out: str | Path, name: str | None 
     out_shape = list(result.shape)
     out_syms: list[str | int] = []
     for n in out_shape:  # reuse an input dim symbol when the size matches, so hidden variants stay consistent
-        sym = next((k for k, v in dims.items() if v == n), None)
-        out_syms.append(sym if sym is not None else n)
+        same = next((k for k, v in dims.items() if v == n), None)
+        out_syms.append(same if same is not None else n)
     task_name = name or attr.lower()
     dest = Path(out)
     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -94,6 +94,7 @@ class CorpusReport:
 
 # -- normalization ------------------------------------------------------------------------------
 
+
 class _Canon(ast.NodeTransformer):
     """Docstrings out; every name bound in the file (functions, arguments, variables) renamed in order of appearance.
 
@@ -173,6 +174,7 @@ def similarity(a: str, b: str) -> float:
 
 # -- collection ---------------------------------------------------------------------------------
 
+
 def collect(src: str | Path) -> list[CorpusItem]:
     """(task, kernel) pairs of a folder layout or an NKIBench checkout (see the module docstring)."""
     from ..tasks import builtin_tasks, load_task_file
@@ -229,6 +231,7 @@ def _held_out(names: tuple[str, ...]) -> list[Any]:
 
 # -- the pipeline -------------------------------------------------------------------------------
 
+
 def _prompt(task: Any, target: str) -> str:
     from ..agent.prompts import task_prompt
     from ..agent.workspace import kernel_path
@@ -242,8 +245,11 @@ def _fence(code: str) -> str:
 
 def _feedback(ev: dict[str, Any]) -> str:
     sp = ev.get("speedup")
-    return (f"Evaluation: pass, latency {ev.get('latency_us'):.3f} µs ({ev.get('timing_source')})"
-            + (f", speedup {sp:.3f}× over the baseline" if isinstance(sp, (int, float)) else "") + ". Make it faster.")
+    return (
+        f"Evaluation: pass, latency {ev.get('latency_us'):.3f} µs ({ev.get('timing_source')})"
+        + (f", speedup {sp:.3f}× over the baseline" if isinstance(sp, (int, float)) else "")
+        + ". Make it faster."
+    )
 
 
 def _rows(kept: list[CorpusItem], opts: CorpusOptions, root: Path) -> list[dict[str, Any]]:
@@ -263,10 +269,20 @@ def _rows(kept: list[CorpusItem], opts: CorpusOptions, root: Path) -> list[dict[
                 msgs.append({"role": "assistant", "content": _fence(it.source)})
             last = chain[-1]
             ev = last.evaluation
-            rows.append({"messages": msgs, "task": name, "level": int(task.level), "target": opts.target,
-                         "latency_us": ev.get("latency_us"), "timing_source": ev.get("timing_source"), "speedup": ev.get("speedup"),
-                         "fraction_of_peak": ev.get("fraction_of_peak"), "code_sha256": ev.get("code_sha256"),
-                         "source": last.path.relative_to(root).as_posix() if last.path.is_relative_to(root) else last.path.name})
+            rows.append(
+                {
+                    "messages": msgs,
+                    "task": name,
+                    "level": int(task.level),
+                    "target": opts.target,
+                    "latency_us": ev.get("latency_us"),
+                    "timing_source": ev.get("timing_source"),
+                    "speedup": ev.get("speedup"),
+                    "fraction_of_peak": ev.get("fraction_of_peak"),
+                    "code_sha256": ev.get("code_sha256"),
+                    "source": last.path.relative_to(root).as_posix() if last.path.is_relative_to(root) else last.path.name,
+                }
+            )
     return rows
 
 
@@ -276,7 +292,7 @@ def balance(kept: list[CorpusItem], opts: CorpusOptions) -> None:
     for it in sorted(kept, key=lambda i: i.latency):
         by_task.setdefault(it.task.name, []).append(it)
     for group in by_task.values():
-        for it in group[opts.max_per_task or len(group):]:
+        for it in group[opts.max_per_task or len(group) :]:
             it.dropped = f"balance: more than {opts.max_per_task} kernels for task {it.task.name}"
     if opts.max_per_level:
         by_level: dict[int, list[list[CorpusItem]]] = {}
@@ -320,8 +336,9 @@ def build_corpus(src: str | Path, out: str | Path, opts: CorpusOptions | None = 
         else:
             seen.add(it.digest)
     todo = [it for it in items if not it.dropped]
-    results = verify_many([(it.path, it.task, opts.target) for it in todo], workers=opts.workers,
-                          options=VerifyOptions(seeds=opts.seeds, hidden=opts.hidden))
+    results = verify_many(
+        [(it.path, it.task, opts.target) for it in todo], workers=opts.workers, options=VerifyOptions(seeds=opts.seeds, hidden=opts.hidden)
+    )
     for it, res in zip(todo, results):
         it.evaluation = res.to_dict()
         if res.verdict != "pass":
@@ -357,17 +374,51 @@ def _write(rows: list[dict[str, Any]], items: list[CorpusItem], out: Path, opts:
     tasks = Counter(i.task.name for i in kept)
     levels = Counter(f"level {i.task.level}" for i in kept)
     lines = [
-        "---", "configs:", "- config_name: default", "  data_files:", "  - split: train", "    path: data/train-*.parquet",
-        "tags:", "- nki", "- aws-trainium", "- kernels", "- nkiagent", "---", "",
-        "# NKI kernel corpus", "",
-        (f"{len(rows)} SFT rows from {len(kept)} kernels kept of {len(items)} collected; every kept kernel passed nkiagent's verifier "
-         f"on {opts.target} ({opts.seeds} seeds, hidden shapes {'on' if opts.hidden else 'off'}); latencies are emulator estimates."), "",
-        "## Dropped", "", "| reason | count |", "|---|---|", *[f"| {k} | {v} |" for k, v in dropped.most_common()], "",
-        "## Kept by task", "", "| task | kernels |", "|---|---|", *[f"| {k} | {v} |" for k, v in sorted(tasks.items())], "",
-        "## Kept by level", "", "| level | kernels |", "|---|---|", *[f"| {k} | {v} |" for k, v in sorted(levels.items())], "",
-        (f"Near-duplicate threshold {opts.similarity:g}; held-out tasks: {', '.join(opts.held_out) or 'none'}; "
-         f"rows: {'refinement history, slowest to fastest' if opts.with_history else 'one task prompt → kernel per kernel'}."), "",
+        "---",
+        "configs:",
+        "- config_name: default",
+        "  data_files:",
+        "  - split: train",
+        "    path: data/train-*.parquet",
+        "tags:",
+        "- nki",
+        "- aws-trainium",
+        "- kernels",
+        "- nkiagent",
+        "---",
+        "",
+        "# NKI kernel corpus",
+        "",
+        (
+            f"{len(rows)} SFT rows from {len(kept)} kernels kept of {len(items)} collected; every kept kernel passed nkiagent's verifier "
+            f"on {opts.target} ({opts.seeds} seeds, hidden shapes {'on' if opts.hidden else 'off'}); latencies are emulator estimates."
+        ),
+        "",
+        "## Dropped",
+        "",
+        "| reason | count |",
+        "|---|---|",
+        *[f"| {k} | {v} |" for k, v in dropped.most_common()],
+        "",
+        "## Kept by task",
+        "",
+        "| task | kernels |",
+        "|---|---|",
+        *[f"| {k} | {v} |" for k, v in sorted(tasks.items())],
+        "",
+        "## Kept by level",
+        "",
+        "| level | kernels |",
+        "|---|---|",
+        *[f"| {k} | {v} |" for k, v in sorted(levels.items())],
+        "",
+        (
+            f"Near-duplicate threshold {opts.similarity:g}; held-out tasks: {', '.join(opts.held_out) or 'none'}; "
+            f"rows: {'refinement history, slowest to fastest' if opts.with_history else 'one task prompt → kernel per kernel'}."
+        ),
+        "",
     ]
     (out / "README.md").write_text("\n".join(lines), encoding="utf-8")
-    (out / "report.json").write_text(json.dumps(
-        {"kept": [i.path.name for i in kept], "dropped": {i.path.name: i.dropped for i in items if i.dropped}}, indent=2))
+    (out / "report.json").write_text(
+        json.dumps({"kept": [i.path.name for i in kept], "dropped": {i.path.name: i.dropped for i in items if i.dropped}}, indent=2)
+    )

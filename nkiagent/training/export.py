@@ -83,6 +83,7 @@ class ExportResult:
 
 # -- message shapes -----------------------------------------------------------------------------
 
+
 def _args_text(raw: Any) -> str:
     """Arguments as the JSON string OpenAI wants (a model's invalid JSON is wrapped, not dropped)."""
     if isinstance(raw, str):
@@ -112,10 +113,17 @@ def openai_message(m: dict[str, Any], weight: int | None = None) -> dict[str, An
         out: dict[str, Any] = {"role": "assistant", "content": content if isinstance(content, str) else None}
         calls = m.get("tool_calls") or []
         if calls:
-            out["tool_calls"] = [{"id": str(tc.get("id") or f"call_{i}"), "type": "function",
-                                  "function": {"name": (tc.get("function") or {}).get("name", ""),
-                                               "arguments": _args_text((tc.get("function") or {}).get("arguments"))}}
-                                 for i, tc in enumerate(calls)]
+            out["tool_calls"] = [
+                {
+                    "id": str(tc.get("id") or f"call_{i}"),
+                    "type": "function",
+                    "function": {
+                        "name": (tc.get("function") or {}).get("name", ""),
+                        "arguments": _args_text((tc.get("function") or {}).get("arguments")),
+                    },
+                }
+                for i, tc in enumerate(calls)
+            ]
             if out["content"] == "":
                 out["content"] = None
         elif out["content"] is None:
@@ -136,9 +144,16 @@ def trl_message(m: dict[str, Any], call_names: dict[str, str]) -> dict[str, Any]
         out: dict[str, Any] = {"role": "assistant", "content": content}
         calls = m.get("tool_calls") or []
         if calls:
-            out["tool_calls"] = [{"type": "function", "function": {"name": (tc.get("function") or {}).get("name", ""),
-                                                                   "arguments": _args_dict((tc.get("function") or {}).get("arguments"))}}
-                                 for tc in calls]
+            out["tool_calls"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": (tc.get("function") or {}).get("name", ""),
+                        "arguments": _args_dict((tc.get("function") or {}).get("arguments")),
+                    },
+                }
+                for tc in calls
+            ]
             for tc in calls:
                 call_names[str(tc.get("id", ""))] = (tc.get("function") or {}).get("name", "")
         return out
@@ -165,7 +180,9 @@ def _hermes_text(m: dict[str, Any]) -> str:
         if str(tc.get("id") or "").startswith(TEXT_CALL_ID):
             continue
         fn = tc.get("function") or {}
-        parts.append("<tool_call>\n" + json.dumps({"name": fn.get("name", ""), "arguments": _args_dict(fn.get("arguments"))}) + "\n</tool_call>")
+        parts.append(
+            "<tool_call>\n" + json.dumps({"name": fn.get("name", ""), "arguments": _args_dict(fn.get("arguments"))}) + "\n</tool_call>"
+        )
     return "\n".join(p for p in parts if p)
 
 
@@ -187,8 +204,10 @@ def _sharegpt(msgs: list[dict[str, Any]]) -> tuple[str, list[dict[str, str]]]:
         if role == "system":
             continue
         if role == "assistant" and m.get("tool_calls"):
-            calls = [{"name": (tc.get("function") or {}).get("name", ""), "arguments": _args_dict((tc.get("function") or {}).get("arguments"))}
-                     for tc in m["tool_calls"]]
+            calls = [
+                {"name": (tc.get("function") or {}).get("name", ""), "arguments": _args_dict((tc.get("function") or {}).get("arguments"))}
+                for tc in m["tool_calls"]
+            ]
             conv.append({"from": "function_call", "value": json.dumps(calls[0] if len(calls) == 1 else calls)})
         elif role == "assistant":
             conv.append({"from": "gpt", "value": m.get("content") or ""})
@@ -203,6 +222,7 @@ def _sharegpt(msgs: list[dict[str, Any]]) -> tuple[str, list[dict[str, str]]]:
 
 
 # -- selection ----------------------------------------------------------------------------------
+
 
 def _excluded(task: str, patterns: Iterable[str]) -> bool:
     return any(task == p or fnmatch.fnmatchcase(task, p) for p in patterns)
@@ -255,6 +275,7 @@ def _code_key(turn: Turn | None, completion: Any) -> Any:
 
 # -- SFT ----------------------------------------------------------------------------------------
 
+
 def _sft(rec: SessionRecord, fmt: str, opts: ExportOptions, res: ExportResult) -> list[tuple[str, dict[str, Any]]]:
     children = _sft_children(rec, fmt)
     return _sft_trajectory(rec, fmt, opts, res, quiet=bool(children)) + children
@@ -275,8 +296,16 @@ def _sft_children(rec: SessionRecord, fmt: str) -> list[tuple[str, dict[str, Any
         key = _digest(c.prompt, c.code_sha256)
         meta = {"session_id": rec.id, "task": rec.task, "model": rec.model, "candidate_id": c.candidate_id}
         if fmt == "openai":
-            rows.append((key, {"messages": [openai_message(m, 1 if m is c.message else None) for m in msgs], "tools": tools,
-                               "parallel_tool_calls": False}))
+            rows.append(
+                (
+                    key,
+                    {
+                        "messages": [openai_message(m, 1 if m is c.message else None) for m in msgs],
+                        "tools": tools,
+                        "parallel_tool_calls": False,
+                    },
+                )
+            )
         elif fmt == "trl":
             conv = _trl_messages(msgs)
             rows.append((key, {"prompt": conv[:-1], "completion": conv[-1:], "tools": tools, **meta}))
@@ -323,7 +352,10 @@ def _sft_trajectory(rec: SessionRecord, fmt: str, opts: ExportOptions, res: Expo
 
 # -- RL -----------------------------------------------------------------------------------------
 
-def _rl(rec: SessionRecord, fmt: str, opts: ExportOptions, spec: RewardSpec, res: ExportResult, verify: Verify | None) -> list[tuple[str, dict[str, Any]]]:
+
+def _rl(
+    rec: SessionRecord, fmt: str, opts: ExportOptions, spec: RewardSpec, res: ExportResult, verify: Verify | None
+) -> list[tuple[str, dict[str, Any]]]:
     """One row per scored turn (and per search child with a recorded answer), carrying the kernel in force at its
     prompt, so the row's completion re-scores to its reward (:func:`~.env.reward_fn`, :func:`~.env.compute_score`)."""
     rows: list[tuple[str, dict[str, Any]]] = []
@@ -344,36 +376,89 @@ def _rl(rec: SessionRecord, fmt: str, opts: ExportOptions, spec: RewardSpec, res
         res.outcomes[reward.outcome] += 1
         sha = ev.get("code_sha256")
         key = _digest(prompt, sha or completion, kernel)
-        base = {"session_id": rec.id, "task": rec.task, "target": rec.target, "model": rec.model, "strategy": rec.strategy, "turn": n,
-                "kernel": kernel, "kernel_path": kpath}
+        base = {
+            "session_id": rec.id,
+            "task": rec.task,
+            "target": rec.target,
+            "model": rec.model,
+            "strategy": rec.strategy,
+            "turn": n,
+            "kernel": kernel,
+            "kernel_path": kpath,
+        }
         if fmt == "steps":
-            rows.append((key, {**base, "prompt": [openai_message(m) for m in prompt], "completion": openai_message(completion),
-                               "outcome": reward.outcome, "verdict": ev.get("verdict"), "components": reward.components,
-                               "reward": reward.reward, "return": ret, "gamma": opts.gamma, "reward_spec": spec.id,
-                               "weight": 1 if trainable else 0, "code_sha256": sha,
-                               "speedup": ev.get("speedup"), "latency_us": ev.get("latency_us"), "timing_source": ev.get("timing_source")}))
+            rows.append(
+                (
+                    key,
+                    {
+                        **base,
+                        "prompt": [openai_message(m) for m in prompt],
+                        "completion": openai_message(completion),
+                        "outcome": reward.outcome,
+                        "verdict": ev.get("verdict"),
+                        "components": reward.components,
+                        "reward": reward.reward,
+                        "return": ret,
+                        "gamma": opts.gamma,
+                        "reward_spec": spec.id,
+                        "weight": 1 if trainable else 0,
+                        "code_sha256": sha,
+                        "speedup": ev.get("speedup"),
+                        "latency_us": ev.get("latency_us"),
+                        "timing_source": ev.get("timing_source"),
+                    },
+                )
+            )
         elif fmt == "verl":
             where = {"task": rec.task, "target": rec.target, "kernel": kernel, "kernel_path": kpath}
             truth = json.dumps(where)
-            rows.append((key, {
-                "data_source": f"nkiagent/{rec.task}",
-                "prompt": _plain(prompt),
-                "ability": VERL_ABILITY,
-                "reward_model": {"style": "rule", "ground_truth": truth},
-                "extra_info": {"split": "train", "index": 0, "session_id": rec.id, "turn": n, "target": rec.target,
-                               "completion": _hermes_text(completion), "outcome": reward.outcome,
-                               "components": json.dumps(reward.components), "reward": float(reward.reward), "return": float(ret),
-                               "reward_spec": spec.id, "need_tools_kwargs": True,
-                               # verl's multi-turn tools (nkiagent.training.verl_tool) start from the kernel in force
-                               "tools_kwargs": {name: {"create_kwargs": where} for name in VERL_TOOLS}},
-            }))
+            rows.append(
+                (
+                    key,
+                    {
+                        "data_source": f"nkiagent/{rec.task}",
+                        "prompt": _plain(prompt),
+                        "ability": VERL_ABILITY,
+                        "reward_model": {"style": "rule", "ground_truth": truth},
+                        "extra_info": {
+                            "split": "train",
+                            "index": 0,
+                            "session_id": rec.id,
+                            "turn": n,
+                            "target": rec.target,
+                            "completion": _hermes_text(completion),
+                            "outcome": reward.outcome,
+                            "components": json.dumps(reward.components),
+                            "reward": float(reward.reward),
+                            "return": float(ret),
+                            "reward_spec": spec.id,
+                            "need_tools_kwargs": True,
+                            # verl's multi-turn tools (nkiagent.training.verl_tool) start from the kernel in force
+                            "tools_kwargs": {name: {"create_kwargs": where} for name in VERL_TOOLS},
+                        },
+                    },
+                )
+            )
         else:  # trl-grpo: the prompt column, plus columns that reach reward functions as keyword arguments
-            rows.append((key, {"prompt": _trl_messages(prompt), "completion": _trl_messages([completion]), **base,
-                               "reward": float(reward.reward), "return": float(ret), "outcome": reward.outcome, "reward_spec": spec.id}))
+            rows.append(
+                (
+                    key,
+                    {
+                        "prompt": _trl_messages(prompt),
+                        "completion": _trl_messages([completion]),
+                        **base,
+                        "reward": float(reward.reward),
+                        "return": float(ret),
+                        "outcome": reward.outcome,
+                        "reward_spec": spec.id,
+                    },
+                )
+            )
     return rows
 
 
 # -- DPO ----------------------------------------------------------------------------------------
+
 
 def _pairs(rec: SessionRecord) -> list[tuple[Candidate, Candidate]]:
     """Sibling candidates (same parents) when the session has a search tree, else consecutive edits of the loop."""
@@ -382,7 +467,7 @@ def _pairs(rec: SessionRecord) -> list[tuple[Candidate, Candidate]]:
         groups: dict[tuple[str, ...], list[Candidate]] = {}
         for c in with_parents:
             groups.setdefault(tuple(sorted(c.parents)), []).append(c)
-        return [(a, b) for g in groups.values() for i, a in enumerate(g) for b in g[i + 1:]]
+        return [(a, b) for g in groups.values() for i, a in enumerate(g) for b in g[i + 1 :]]
     edits = [c for c in rec.candidates if (t := rec.turn(c.turn)) is not None and c.code_sha256 in t.applied]
     return list(pairwise(edits))
 
@@ -406,10 +491,16 @@ def _whole_kernel(rec: SessionRecord, c: Candidate) -> dict[str, Any] | None:
     if code is None:
         return None
     args = json.dumps({"path": rec.kernel_path or "kernel.py", "content": code})
-    return {"role": "assistant", "content": "", "tool_calls": [{"id": "call_0", "type": "function", "function": {"name": "write_file", "arguments": args}}]}
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": "call_0", "type": "function", "function": {"name": "write_file", "arguments": args}}],
+    }
 
 
-def _comparable(rec: SessionRecord, a: Candidate, b: Candidate) -> tuple[list[dict[str, Any]], dict[str, Any] | None, dict[str, Any] | None]:
+def _comparable(
+    rec: SessionRecord, a: Candidate, b: Candidate
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None, dict[str, Any] | None]:
     """(prompt, answer of a, answer of b), both answers to that one prompt.
 
     Search siblings that saw the same prompt keep their own answers. Otherwise (edits k and k+1
@@ -439,12 +530,26 @@ def _dpo(rec: SessionRecord, fmt: str, res: ExportResult) -> list[tuple[str, dic
         if not prompt or good is None or bad is None or good == bad:
             res.stats["pairs_incomplete"] += 1
             continue
-        meta = {"session_id": rec.id, "task": rec.task, "chosen_outcome": chosen.outcome, "rejected_outcome": rejected.outcome,
-                "chosen_speedup": chosen.evaluation.get("speedup"), "rejected_speedup": rejected.evaluation.get("speedup")}
+        meta = {
+            "session_id": rec.id,
+            "task": rec.task,
+            "chosen_outcome": chosen.outcome,
+            "rejected_outcome": rejected.outcome,
+            "chosen_speedup": chosen.evaluation.get("speedup"),
+            "rejected_speedup": rejected.evaluation.get("speedup"),
+        }
         key = _digest(prompt, chosen.code_sha256, rejected.code_sha256)
         if fmt == "openai":
-            rows.append((key, {"input": {"messages": [openai_message(m) for m in prompt], "tools": tools, "parallel_tool_calls": False},
-                               "preferred_output": [openai_message(good)], "non_preferred_output": [openai_message(bad)]}))
+            rows.append(
+                (
+                    key,
+                    {
+                        "input": {"messages": [openai_message(m) for m in prompt], "tools": tools, "parallel_tool_calls": False},
+                        "preferred_output": [openai_message(good)],
+                        "non_preferred_output": [openai_message(bad)],
+                    },
+                )
+            )
         else:
             rows.append((key, {"prompt": _trl_messages(prompt), "chosen": _trl_messages([good]), "rejected": _trl_messages([bad]), **meta}))
     return rows
@@ -475,7 +580,6 @@ def _compact(value: Any, cheatsheet: str) -> Any:
     if isinstance(value, list):
         return [_compact(v, cheatsheet) for v in value]
     return value
-
 
 
 def _verifier(rec: SessionRecord, spec: RewardSpec, opts: ExportOptions) -> Verify | None:
@@ -532,9 +636,29 @@ def export_sessions(root: str | Path, kind: str, fmt: str, opts: ExportOptions |
 FIELD_TYPES: dict[str, Any] = {
     **dict.fromkeys(("reward", "return", "gamma", "speedup", "latency_us", "chosen_speedup", "rejected_speedup"), "float64"),
     **dict.fromkeys(("turn", "weight"), "int64"),
-    **dict.fromkeys(("session_id", "task", "target", "model", "strategy", "kernel", "kernel_path", "outcome", "verdict", "reward_spec",
-                     "code_sha256", "timing_source", "data_source", "ability", "system", "candidate_id", "chosen_outcome",
-                     "rejected_outcome"), "string"),
+    **dict.fromkeys(
+        (
+            "session_id",
+            "task",
+            "target",
+            "model",
+            "strategy",
+            "kernel",
+            "kernel_path",
+            "outcome",
+            "verdict",
+            "reward_spec",
+            "code_sha256",
+            "timing_source",
+            "data_source",
+            "ability",
+            "system",
+            "candidate_id",
+            "chosen_outcome",
+            "rejected_outcome",
+        ),
+        "string",
+    ),
     "parallel_tool_calls": "bool",
 }
 
@@ -598,8 +722,16 @@ def length_stats(rows: list[dict[str, Any]], count_tokens: Callable[[str], int] 
         return {"rows": 0, "estimated": count_tokens is None}
     pick = lambda q: lengths[min(len(lengths) - 1, int(q * (len(lengths) - 1) + 0.5))]
     longest = lengths[-1]
-    return {"rows": len(lengths), "estimated": count_tokens is None, "min": lengths[0], "median": pick(0.5), "p95": pick(0.95),
-            "max": longest, "recommended_max_length": 1024 * -(-longest // 1024), "over_1024": sum(n > 1024 for n in lengths)}
+    return {
+        "rows": len(lengths),
+        "estimated": count_tokens is None,
+        "min": lengths[0],
+        "median": pick(0.5),
+        "p95": pick(0.95),
+        "max": longest,
+        "recommended_max_length": 1024 * -(-longest // 1024),
+        "over_1024": sum(n > 1024 for n in lengths),
+    }
 
 
 def _group(row: dict[str, Any]) -> str:
@@ -640,17 +772,23 @@ def _table(counter: Counter[str], head: str) -> str:
 def _lengths_section(lengths: dict[str, Any] | None) -> str:
     if not lengths or not lengths.get("rows"):
         return ""
-    how = (f"estimated at {CHARS_PER_TOKEN} characters per token (pass `--tokenizer` for exact counts)" if lengths["estimated"]
-           else "counted with the tokenizer given to the export")
-    return (f"## Lengths\n\nTokens per row, {how}: min {lengths['min']}, median {lengths['median']}, p95 {lengths['p95']}, "
-            f"max {lengths['max']}.\n\n**Recommended `max_length`: {lengths['recommended_max_length']}** (every row whole; "
-            f"{lengths['over_1024']} of {lengths['rows']} rows are longer than 1024 tokens, TRL's default, and would be truncated — "
-            "an SFT row cut before its completion trains on nothing). `--compact-system` drops the NKI cheat-sheet from the "
-            "system prompt (~17k characters).\n\n")
+    how = (
+        f"estimated at {CHARS_PER_TOKEN} characters per token (pass `--tokenizer` for exact counts)"
+        if lengths["estimated"]
+        else "counted with the tokenizer given to the export"
+    )
+    return (
+        f"## Lengths\n\nTokens per row, {how}: min {lengths['min']}, median {lengths['median']}, p95 {lengths['p95']}, "
+        f"max {lengths['max']}.\n\n**Recommended `max_length`: {lengths['recommended_max_length']}** (every row whole; "
+        f"{lengths['over_1024']} of {lengths['rows']} rows are longer than 1024 tokens, TRL's default, and would be truncated — "
+        "an SFT row cut before its completion trains on nothing). `--compact-system` drops the NKI cheat-sheet from the "
+        "system prompt (~17k characters).\n\n"
+    )
 
 
-def dataset_card(res: ExportResult, title: str = "nkiagent sessions", lengths: dict[str, Any] | None = None,
-                 splits: dict[str, int] | None = None) -> str:
+def dataset_card(
+    res: ExportResult, title: str = "nkiagent sessions", lengths: dict[str, Any] | None = None, splits: dict[str, int] | None = None
+) -> str:
     """A Hugging Face dataset card (README.md) whose YAML header makes ``load_dataset(DIR)`` find the parquet files of each split."""
     from .. import __version__
 
@@ -676,13 +814,19 @@ def dataset_card(res: ExportResult, title: str = "nkiagent sessions", lengths: d
         f"## Tasks\n\n{_table(res.tasks, 'task')}\n## Models\n\n{_table(res.models, 'model')}\n"
         f"## Strategies\n\n{_table(res.strategies, 'strategy')}\n## Candidate verdicts\n\n{_table(res.verdicts, 'verdict')}\n"
         + (f"## Turn outcomes\n\n{_table(res.outcomes, 'outcome')}\n" if res.outcomes else "")
-        + "## Loading\n\n```python\nfrom datasets import load_dataset\nds = load_dataset(\"path/to/this/folder\")  # DatasetDict: "
-        + ", ".join(names) + "\n```\n"
+        + '## Loading\n\n```python\nfrom datasets import load_dataset\nds = load_dataset("path/to/this/folder")  # DatasetDict: '
+        + ", ".join(names)
+        + "\n```\n"
     )
 
 
-def write_hf(res: ExportResult, directory: str | Path, validation: float = 0.1, count_tokens: Callable[[str], int] | None = None,
-             title: str = "nkiagent sessions") -> Path:
+def write_hf(
+    res: ExportResult,
+    directory: str | Path,
+    validation: float = 0.1,
+    count_tokens: Callable[[str], int] | None = None,
+    title: str = "nkiagent sessions",
+) -> Path:
     """A Hugging Face ``datasets`` folder: ``data/{train,validation}-00000-of-00001.parquet`` (split by session, explicit
     schema) plus a dataset card with the token lengths and a recommended ``max_length``."""
     d = Path(directory)

@@ -20,7 +20,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DEFAULT_GAMMA", "DEFAULT_SPEC", "OUTCOMES", "Reward", "RewardSpec", "discounted_returns", "get_spec", "outcome_of", "spec_names"]
+__all__ = [
+    "DEFAULT_GAMMA",
+    "DEFAULT_SPEC",
+    "OUTCOMES",
+    "Reward",
+    "RewardSpec",
+    "discounted_returns",
+    "get_spec",
+    "outcome_of",
+    "spec_names",
+]
 
 #: Outcomes from worst to best; every spec's rewards are strictly increasing along this order.
 OUTCOMES = ("rejected", "compile_fail", "wrong", "pass")
@@ -108,6 +118,7 @@ class RewardSpec:
 
 
 # -- the builtin specs ------------------------------------------------------------------------------
+
 
 def _gated_speedup(cap: float) -> ScoreFn:
     """Kevin-32B: ``0.3·correct + speedup·correct``, speed clipped at ``cap``; failures tiered below 0."""
@@ -199,32 +210,59 @@ def _builtin(name: str, params: dict[str, float]) -> RewardSpec:
         cap = params.get("cap", 10.0)
         if cap <= 0:
             raise ValueError("cap must be positive")
-        return RewardSpec(name, 1, "Kevin-32B: 0.3·correct + min(speedup, cap)·correct; wrong 0, compile failure −0.5, cheat −1",
-                          _gated_speedup(cap), (-1.0, 0.3 + cap), tuple(sorted(params.items())))
+        return RewardSpec(
+            name,
+            1,
+            "Kevin-32B: 0.3·correct + min(speedup, cap)·correct; wrong 0, compile failure −0.5, cheat −1",
+            _gated_speedup(cap),
+            (-1.0, 0.3 + cap),
+            tuple(sorted(params.items())),
+        )
     if name == "tiered":
         take([])
-        return RewardSpec(name, 1, "Dr. Kernel bands: ≥3× 1.0, ≥2× 0.8, ≥1.5× 0.6, ≥1.2× 0.4, ≥1× 0.2, slower −0.1; "
-                          "wrong −0.3, compile failure −0.5, cheat −1", _tiered, (-1.0, 1.0))
+        return RewardSpec(
+            name,
+            1,
+            "Dr. Kernel bands: ≥3× 1.0, ≥2× 0.8, ≥1.5× 0.6, ≥1.2× 0.4, ≥1× 0.2, slower −0.1; wrong −0.3, compile failure −0.5, cheat −1",
+            _tiered,
+            (-1.0, 1.0),
+        )
     if name == "log-speedup":
         take(["lo", "hi"])
         lo, hi = params.get("lo", -1.0), params.get("hi", 2.0)
         if not lo < hi or lo < -1.0:
             raise ValueError("log-speedup needs -1 ≤ lo < hi (so every pass stays above a wrong answer)")
-        return RewardSpec(name, 1, "0.5 + 0.5·clip(log2 speedup, lo, hi) for a pass; wrong −0.25, compile failure −0.5, cheat −1",
-                          _log_speedup(lo, hi), (-1.0, 0.5 + 0.5 * hi), tuple(sorted(params.items())))
+        return RewardSpec(
+            name,
+            1,
+            "0.5 + 0.5·clip(log2 speedup, lo, hi) for a pass; wrong −0.25, compile failure −0.5, cheat −1",
+            _log_speedup(lo, hi),
+            (-1.0, 0.5 + 0.5 * hi),
+            tuple(sorted(params.items())),
+        )
     if name == "sol":
         take([])
-        return RewardSpec(name, 1, "0.1 + 0.9·fraction of the speed of light for a pass; wrong 0, compile failure −0.5, cheat −1",
-                          _sol, (-1.0, 1.0))
+        return RewardSpec(
+            name, 1, "0.1 + 0.9·fraction of the speed of light for a pass; wrong 0, compile failure −0.5, cheat −1", _sol, (-1.0, 1.0)
+        )
     if name == "weighted":
         take([*WEIGHTED_COMPONENTS, "cap"])
         cap = params.pop("cap", 3.0)
         weights = {k: params.get(k, 0.0) for k in WEIGHTED_COMPONENTS} if params else {"compiles": 0.3, "correct": 0.4, "speedup": 0.3}
         if any(w < 0 for w in weights.values()) or cap <= 0:
-            raise ValueError("weighted reward weights must be ≥ 0 and cap > 0 (negative weights could rank a cheat above an honest failure)")
+            raise ValueError(
+                "weighted reward weights must be ≥ 0 and cap > 0 (negative weights could rank a cheat above an honest failure)"
+            )
         shown = tuple(sorted({**{k: w for k, w in weights.items() if w}, "cap": cap}.items()))
-        return RewardSpec(name, 1, "Σ weight·component over compiles, correct, speedup/cap, fraction_of_peak, plus base penalties "
-                          "(wrong −0.3, compile failure −0.5, cheat −1)", _weighted(weights, cap), (-1.0, sum(weights.values())), shown)
+        return RewardSpec(
+            name,
+            1,
+            "Σ weight·component over compiles, correct, speedup/cap, fraction_of_peak, plus base penalties "
+            "(wrong −0.3, compile failure −0.5, cheat −1)",
+            _weighted(weights, cap),
+            (-1.0, sum(weights.values())),
+            shown,
+        )
     raise KeyError(f"unknown reward spec {name!r}; available: {', '.join(spec_names())}")
 
 

@@ -142,7 +142,9 @@ class Scrubber:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            return {self.text(k) if isinstance(k, str) else k: self._json_text(v) if k == "arguments" else self.row(v) for k, v in value.items()}
+            return {
+                self.text(k) if isinstance(k, str) else k: self._json_text(v) if k == "arguments" else self.row(v) for k, v in value.items()
+            }
         if isinstance(value, list):
             return [self.row(v) for v in value]
         return value

@@ -180,8 +180,9 @@ class SessionRecord:
                 return ev
         return None
 
-    def score(self, answers: Sequence[tuple[Any, str | None, str | None]], spec: RewardSpec, verify: Verify | None = None
-              ) -> list[tuple[Reward, dict[str, Any] | None] | None]:
+    def score(
+        self, answers: Sequence[tuple[Any, str | None, str | None]], spec: RewardSpec, verify: Verify | None = None
+    ) -> list[tuple[Reward, dict[str, Any] | None] | None]:
         """(reward, evaluation) of each ``(answer, kernel in force, kernel path)``, as a trainer's reward function
         scores it (:func:`~.answers.score_answer`), from the session's own evaluations. A kernel the session never
         evaluated (a proposal the person turned down) is verified with ``verify``; without it the answer gets ``None``."""
@@ -193,7 +194,9 @@ class SessionRecord:
                 evals[i] = ev
         return [None if needs_evaluation(a) and ev is None else (score_answer(a, spec, ev), ev) for a, ev in zip(applied, evals)]
 
-    def rewards(self, spec: RewardSpec, gamma: float, verify: Verify | None = None) -> list[tuple[Turn, Reward, float, dict[str, Any] | None]]:
+    def rewards(
+        self, spec: RewardSpec, gamma: float, verify: Verify | None = None
+    ) -> list[tuple[Turn, Reward, float, dict[str, Any] | None]]:
         """(turn, reward, return, evaluation) for every answered turn that could be scored (see :meth:`score`).
 
         A cheating turn's return is capped at its own (negative) reward: later successes must not make a cheat look worth it."""
@@ -236,12 +239,23 @@ def _candidate(k: int, e: dict[str, Any], last_eval: dict[str, Any] | None) -> C
         ev = {k2: e.get(k2) for k2 in ("verdict", "latency_us", "speedup", "timing_source", "code_sha256")}
     turn = e.get("turn")
     mt = e.get("model_turn") if isinstance(e.get("model_turn"), dict) else e.get("message")  # a search records the model's answer inline
-    msg = {"role": "assistant", "content": mt.get("content"), **({"tool_calls": mt["tool_calls"]} if mt.get("tool_calls") else {})} \
-        if isinstance(mt, dict) else None
+    msg = (
+        {"role": "assistant", "content": mt.get("content"), **({"tool_calls": mt["tool_calls"]} if mt.get("tool_calls") else {})}
+        if isinstance(mt, dict)
+        else None
+    )
     prompt = mt.get("prompt") if isinstance(mt, dict) and isinstance(mt.get("prompt"), list) else None
-    return Candidate(k, str(e.get("code_sha256") or ev.get("code_sha256") or ""), dict(ev), turn if isinstance(turn, int) else None,
-                     "" if e.get("candidate_id") is None else str(e["candidate_id"]), tuple(str(p) for p in e.get("parents") or ()), str(e.get("strategy") or ""), msg,
-                     prompt)
+    return Candidate(
+        k,
+        str(e.get("code_sha256") or ev.get("code_sha256") or ""),
+        dict(ev),
+        turn if isinstance(turn, int) else None,
+        "" if e.get("candidate_id") is None else str(e["candidate_id"]),
+        tuple(str(p) for p in e.get("parents") or ()),
+        str(e.get("strategy") or ""),
+        msg,
+        prompt,
+    )
 
 
 _REQUEST = re.compile(rb'^\{\s*"type"\s*:\s*"model_request"')
@@ -359,5 +373,7 @@ def tool_schemas(names: list[str], recorded: list[dict[str, Any]]) -> list[dict[
     session did not record gets an empty-parameters schema.
     """
     known = {str((t.get("function") or {}).get("name")): t for t in recorded if isinstance(t, dict)}
-    return [known.get(n) or {"type": "function", "function": {"name": n, "description": "", "parameters": {"type": "object", "properties": {}}}}
-            for n in names]
+    return [
+        known.get(n) or {"type": "function", "function": {"name": n, "description": "", "parameters": {"type": "object", "properties": {}}}}
+        for n in names
+    ]

@@ -262,14 +262,22 @@ class NkiAgentApp(App[None]):
     def _settings(self, **changes: Any) -> Settings:
         """The launch's configuration with what the person changed in the UI (model, target, review mode) on top."""
         la = self.launch
-        launch = {"model": la.model, "target": la.target, "approve": la.approve or "ask", "max_turns": la.max_turns, "api_base": la.api_base,
-                  "verify_seeds": la.verify_seeds}
+        launch = {
+            "model": la.model,
+            "target": la.target,
+            "approve": la.approve or "ask",
+            "max_turns": la.max_turns,
+            "api_base": la.api_base,
+            "verify_seeds": la.verify_seeds,
+        }
         return replace(la.settings or Settings(), **{**launch, **changes})
 
     def _start(self, task: str) -> None:
         from ..agent.runner import SessionConfig  # light: the runner imports LangGraph only when a session starts
 
-        cfg = SessionConfig.from_settings(self._settings(), task=task, workspace=self.launch.workspace, sessions_dir=self.launch.sessions_dir)
+        cfg = SessionConfig.from_settings(
+            self._settings(), task=task, workspace=self.launch.workspace, sessions_dir=self.launch.sessions_dir
+        )
         self._run_agent(lambda b: b.start(cfg), f"starting a session on {task}")
 
     # -- messages from the agent thread ----------------------------------------------------------
@@ -303,8 +311,13 @@ class NkiAgentApp(App[None]):
             self._refresh_kernel()
         if type_ == "evaluation" and (e.get("result") or {}).get("verdict") == "pass":
             r = e["result"]
-            self.main(ProfileView).show(r.get("profile"), target=r.get("target", ""), latency_us=r.get("latency_us"),
-                                             sol_latency_us=r.get("sol_latency_us"), fraction_of_peak=r.get("fraction_of_peak"))
+            self.main(ProfileView).show(
+                r.get("profile"),
+                target=r.get("target", ""),
+                latency_us=r.get("latency_us"),
+                sol_latency_us=r.get("sol_latency_us"),
+                fraction_of_peak=r.get("fraction_of_peak"),
+            )
 
     async def on_run_finished(self, message: RunFinished) -> None:
         self.busy = False
@@ -319,7 +332,9 @@ class NkiAgentApp(App[None]):
         self.session_dir = session_dir
         meta = json.loads((session_dir / "meta.json").read_text())
         self.launch.workspace = Path(meta.get("workspace", self.launch.workspace))
-        self.status_bar.show(model=meta.get("model", "-"), target=meta.get("target", "trn2"), approve=self.launch.approve or meta.get("approve", "ask"))
+        self.status_bar.show(
+            model=meta.get("model", "-"), target=meta.get("target", "trn2"), approve=self.launch.approve or meta.get("approve", "ask")
+        )
         await self.show_history(read_events(session_dir / "events.jsonl"))
         await self.conversation.note(f"reopened session {session_dir.name}", "bold")
 
@@ -478,13 +493,22 @@ class NkiAgentApp(App[None]):
         la = self.launch
         current = la.workspace / self.kernel_path
         kernel = str(current) if task == la.task and self.kernel_path and current.is_file() else None  # search from the session's kernel
-        cfg = SearchConfig(task=task, strategy=parts[0], model=la.model, target=la.target, api_base=la.api_base, kernel=kernel,
-                           max_candidates=int(parts[1]) if len(parts) > 1 else SearchConfig.max_candidates)
+        cfg = SearchConfig(
+            task=task,
+            strategy=parts[0],
+            model=la.model,
+            target=la.target,
+            api_base=la.api_base,
+            kernel=kernel,
+            max_candidates=int(parts[1]) if len(parts) > 1 else SearchConfig.max_candidates,
+        )
         self.searching = True
         self._search_stop.clear()
         self.main(SearchView).begin(cfg.strategy, task, cfg.max_candidates)
         self.action_tab("search")
-        await self.conversation.note(f"searching: {cfg.strategy} on {task} with {cfg.model}, {cfg.max_candidates} candidates (f5; ctrl+c stops)")
+        await self.conversation.note(
+            f"searching: {cfg.strategy} on {task} with {cfg.model}, {cfg.max_candidates} candidates (f5; ctrl+c stops)"
+        )
         self._search(cfg, la.sessions_dir or la.workspace / "sessions")
 
     @work(thread=True, group="search", exit_on_error=False)
@@ -520,8 +544,10 @@ class NkiAgentApp(App[None]):
             return
         best = view.best_speedup()
         where = f"; session {message.session_dir.name} (nkiagent report {message.session_dir.name})" if message.session_dir else ""
-        await self.conversation.note(f"search {message.reason}: {len(view.rows)} candidates, best "
-                                     f"{f'{best:.3f}×' if best is not None else 'none passed'}{where}", "bold")
+        await self.conversation.note(
+            f"search {message.reason}: {len(view.rows)} candidates, best {f'{best:.3f}×' if best is not None else 'none passed'}{where}",
+            "bold",
+        )
 
     # -- keys and palette ------------------------------------------------------------------------
     def action_tab(self, name: str) -> None:

@@ -38,7 +38,9 @@ ReviewRequest = Callable[[dict[str, Any]], "Future[dict[str, Any]]"]
 class AgentBridge:
     """Drive one session's graph on the calling (worker) thread; see the module docstring."""
 
-    def __init__(self, on_event: Callable[[str, dict[str, Any]], None], on_token: Callable[[str], None], request_review: ReviewRequest) -> None:
+    def __init__(
+        self, on_event: Callable[[str, dict[str, Any]], None], on_token: Callable[[str], None], request_review: ReviewRequest
+    ) -> None:
         self.on_event = on_event
         self.on_token = on_token
         self.request_review = request_review
@@ -125,8 +127,13 @@ class AgentBridge:
                     payload = None
                     continue
                 state = dict(snap.values)
-                self.rt.emit("session_end", stop_reason=state.get("stop_reason", ""), best=state.get("best"), usage=state.get("usage"),
-                             turns=state.get("turn", 0))
+                self.rt.emit(
+                    "session_end",
+                    stop_reason=state.get("stop_reason", ""),
+                    best=state.get("best"),
+                    usage=state.get("usage"),
+                    turns=state.get("turn", 0),
+                )
                 return state
         finally:
             self.running = False

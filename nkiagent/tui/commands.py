@@ -17,18 +17,25 @@ class SlashCommand:
     needs_argument: bool = False
 
 
-COMMANDS: dict[str, SlashCommand] = {c.name: c for c in (
-    SlashCommand("task", "/task NAME", "start a new session on a builtin task (or a task file)", True),
-    SlashCommand("model", "/model MODEL", "switch the model (litellm string, scripted:PATH or builtin/tuner); next turn uses it", True),
-    SlashCommand("target", "/target trn1|trn2|trn3", "evaluate and profile on another Trainium generation", True),
-    SlashCommand("approve", "/approve ask|auto|never", "review each edit, apply all, or dry-run", True),
-    SlashCommand("undo", "/undo", "restore the kernel to the session's previous snapshot"),
-    SlashCommand("profile", "/profile", "profile the current kernel (engine busy, timeline, roofline, advice)"),
-    SlashCommand("search", "/search STRATEGY [N] [TASK]",
-                 "search for a faster kernel (best-of-n, refine, beam or evolve; N candidates) with the current model; f5 shows it", True),
-    SlashCommand("export", "/export [PATH]", "write the conversation as Markdown (default sessions/<id>/transcript.md)"),
-    SlashCommand("help", "/help", "list commands and keys"),
-)}
+COMMANDS: dict[str, SlashCommand] = {
+    c.name: c
+    for c in (
+        SlashCommand("task", "/task NAME", "start a new session on a builtin task (or a task file)", True),
+        SlashCommand("model", "/model MODEL", "switch the model (litellm string, scripted:PATH or builtin/tuner); next turn uses it", True),
+        SlashCommand("target", "/target trn1|trn2|trn3", "evaluate and profile on another Trainium generation", True),
+        SlashCommand("approve", "/approve ask|auto|never", "review each edit, apply all, or dry-run", True),
+        SlashCommand("undo", "/undo", "restore the kernel to the session's previous snapshot"),
+        SlashCommand("profile", "/profile", "profile the current kernel (engine busy, timeline, roofline, advice)"),
+        SlashCommand(
+            "search",
+            "/search STRATEGY [N] [TASK]",
+            "search for a faster kernel (best-of-n, refine, beam or evolve; N candidates) with the current model; f5 shows it",
+            True,
+        ),
+        SlashCommand("export", "/export [PATH]", "write the conversation as Markdown (default sessions/<id>/transcript.md)"),
+        SlashCommand("help", "/help", "list commands and keys"),
+    )
+}
 
 KEYS = (
     ("ctrl+c", "cancel the current turn (the session is kept) or stop a running search"),
@@ -64,8 +71,10 @@ def transcript_markdown(events: list[dict[str, Any]]) -> str:
     for e in events:
         t = e.get("type")
         if t == "session_start":
-            out.append(f"# nkiagent session {e.get('session_id')}\n\ntask `{e.get('task')}`, model `{e.get('model')}`, "
-                       f"target `{e.get('target')}`, approve `{e.get('approve')}`\n")
+            out.append(
+                f"# nkiagent session {e.get('session_id')}\n\ntask `{e.get('task')}`, model `{e.get('model')}`, "
+                f"target `{e.get('target')}`, approve `{e.get('approve')}`\n"
+            )
         elif t == "model_response":
             msg = e.get("message") or {}
             out.append(f"## turn {e.get('turn')}\n\n{(msg.get('content') or '').strip()}\n")
@@ -77,7 +86,7 @@ def transcript_markdown(events: list[dict[str, Any]]) -> str:
             out.append(f"**proposed edit** to `{e.get('path')}`\n\n```diff\n{e.get('diff', '')}```\n")
         elif t == "review_decision":
             d = e.get("decision") or {}
-            out.append(f"**review** ({e.get('mode')}): {d.get('action')}" + (f" — \"{d['feedback']}\"" if d.get("feedback") else "") + "\n")
+            out.append(f"**review** ({e.get('mode')}): {d.get('action')}" + (f' — "{d["feedback"]}"' if d.get("feedback") else "") + "\n")
         elif t == "evaluation":
             r = e.get("result") or {}
             sp = f", speedup {r['speedup']:.3f}×" if r.get("speedup") is not None else ""

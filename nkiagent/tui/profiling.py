@@ -35,8 +35,14 @@ def profile_in_sandbox(kernel_path: str | Path, task: Any, target: str) -> dict[
     path = Path(kernel_path)
     first = cases(task, 1, DISTRIBUTIONS[:1])[:1]
     cache = InputCache().ensure(task, first)
-    run = {"id": 0, "dims": dict(task.dims), "seed": 0, "dist": first[0].distribution, "trace": True,
-           "input_paths": InputCache.input_paths(cache, 0, len(task.inputs))}
+    run = {
+        "id": 0,
+        "dims": dict(task.dims),
+        "seed": 0,
+        "dist": first[0].distribution,
+        "trace": True,
+        "input_paths": InputCache.input_paths(cache, 0, len(task.inputs)),
+    }
     out = run_worker(path, None, [run], target=target, api="0.1" if "neuronxcc" in path.read_text() else "0.3")
     try:
         runs = (out.answer or {}).get("runs") or []
@@ -49,8 +55,13 @@ def profile_in_sandbox(kernel_path: str | Path, task: Any, target: str) -> dict[
             shutil.rmtree(out.scratch, ignore_errors=True)
     work = task.work(dict(task.dims))
     spec = get_spec(target)
-    sol = speed_of_light(spec, matmul_flops=work["matmul_flops"], vector_elems=work["vector_elems"], scalar_elems=work["scalar_elems"],
-                         hbm_bytes=work["hbm_bytes"])
+    sol = speed_of_light(
+        spec,
+        matmul_flops=work["matmul_flops"],
+        vector_elems=work["vector_elems"],
+        scalar_elems=work["scalar_elems"],
+        hbm_bytes=work["hbm_bytes"],
+    )
     prof, tl = profile_trace(trace, target, task_flops=work["matmul_flops"] or None, sol=sol, precision=task.precision_floor)
     data = prof.to_dict()
     data["timeline"] = timeline_rows(tl.events, tl.latency_ns)
@@ -85,8 +96,14 @@ def _bar(pct: float, width: int = _BAR) -> str:
     return "█" * filled + "·" * (width - filled)
 
 
-def render_profile(prof: dict[str, Any] | None, *, target: str = "", latency_us: float | None = None,
-                   sol_latency_us: float | None = None, fraction_of_peak: float | None = None) -> Text:
+def render_profile(
+    prof: dict[str, Any] | None,
+    *,
+    target: str = "",
+    latency_us: float | None = None,
+    sol_latency_us: float | None = None,
+    fraction_of_peak: float | None = None,
+) -> Text:
     """The profile view: engine busy bars, timeline, bottleneck, HBM traffic, roofline position, advice."""
     out = Text()
     if not prof:
@@ -118,8 +135,10 @@ def render_profile(prof: dict[str, Any] | None, *, target: str = "", latency_us:
             out.append("\n")
     mib = 2**20
     out.append("\nHBM traffic ", style="bold underline")
-    out.append(f"\n  read {prof.get('hbm_read_bytes', 0) / mib:,.2f} MiB, write {prof.get('hbm_write_bytes', 0) / mib:,.2f} MiB, "
-               f"{prof.get('dma_count', 0)} DMAs\n")
+    out.append(
+        f"\n  read {prof.get('hbm_read_bytes', 0) / mib:,.2f} MiB, write {prof.get('hbm_write_bytes', 0) / mib:,.2f} MiB, "
+        f"{prof.get('dma_count', 0)} DMAs\n"
+    )
     out.append("\nroofline\n", style="bold underline")
     out.append(f"  {_roofline_line(prof, target)}\n")
     sol = prof.get("sol_latency_us", sol_latency_us)

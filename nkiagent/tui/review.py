@@ -165,9 +165,13 @@ class ReviewScreen(Screen[dict[str, Any]]):
     def refresh_view(self) -> None:
         n = len(self.hunks)
         chosen = sum(self.selected)
-        self.query_one("#review-title", Static).update(Text.assemble(
-            ("Review ", "bold reverse"), (f" edit to {self.payload['path']}", "bold"),
-            f" — {n} hunk{'s' if n != 1 else ''}, {chosen} selected — {'split' if self.split else 'unified'} view"))
+        self.query_one("#review-title", Static).update(
+            Text.assemble(
+                ("Review ", "bold reverse"),
+                (f" edit to {self.payload['path']}", "bold"),
+                f" — {n} hunk{'s' if n != 1 else ''}, {chosen} selected — {'split' if self.split else 'unified'} view",
+            )
+        )
         items = Text()
         for k, hunk in enumerate(self.hunks):
             plus = sum(1 for line in hunk.lines if line.startswith("+"))
@@ -182,8 +186,10 @@ class ReviewScreen(Screen[dict[str, Any]]):
         parts: list[RenderableType] = []
         for k, hunk in enumerate(self.hunks):
             mark = "✓ accept" if self.selected[k] else "✗ reject"
-            head = Text(f"{'›' if k == self.cursor else ' '} hunk {k + 1}/{n} {hunk.header}  {mark}",
-                        style=("bold " if k == self.cursor else "") + ("green" if self.selected[k] else "red"))
+            head = Text(
+                f"{'›' if k == self.cursor else ' '} hunk {k + 1}/{n} {hunk.header}  {mark}",
+                style=("bold " if k == self.cursor else "") + ("green" if self.selected[k] else "red"),
+            )
             parts += [head, hunk_renderable(hunk, self._old_hl, self._new_hl, self.split), Text()]
         self.query_one("#diff", Static).update(Group(*parts))
 
@@ -218,8 +224,10 @@ class ReviewScreen(Screen[dict[str, Any]]):
     async def action_feedback(self) -> None:
         """Open the feedback box (mounted on demand, so until then every key reaches the review bindings)."""
         if not self.query("#feedback"):
-            await self.mount(Input(placeholder="feedback for the model (enter sends and rejects the edit, escape cancels)", id="feedback"),
-                             before=self.query_one(Footer))
+            await self.mount(
+                Input(placeholder="feedback for the model (enter sends and rejects the edit, escape cancels)", id="feedback"),
+                before=self.query_one(Footer),
+            )
         self.query_one("#feedback", Input).focus()
 
     def action_edit(self) -> None:

@@ -45,7 +45,9 @@ class VerdictCard(Static):
     def __init__(self, result: dict[str, Any]) -> None:
         verdict = result.get("verdict", "?")
         text = Text()
-        text.append(f" {verdict.upper()} ", style={"pass": "bold black on green", "fail": "bold white on red"}.get(verdict, "bold white on magenta"))
+        text.append(
+            f" {verdict.upper()} ", style={"pass": "bold black on green", "fail": "bold white on red"}.get(verdict, "bold white on magenta")
+        )
         text.append(f"  {result.get('task', '')} on {result.get('target', '')}")
         if result.get("latency_us") is not None:
             text.append(f"\n{result['latency_us']:,.2f} µs ({result.get('timing_source', 'emulator-estimate')})")
@@ -130,10 +132,13 @@ class Conversation(VerticalScroll):
             line = pending[0] if pending is not None else None
             call = pending[1] if pending is not None else {"name": e.get("name"), "arguments": {}}
             ok = bool(e.get("ok"))
-            box = Collapsible(Static(_short(call.get("arguments", {}), 4000), classes="tool-args"),
-                              Static(Text(str(e.get("content", ""))[:4000], style="" if ok else "red"), classes="tool-result"),
-                              title=f"⚙ {call.get('name')}({_short(call.get('arguments', {}))}) {'✓' if ok else '✗'}", collapsed=True,
-                              classes="tool")
+            box = Collapsible(
+                Static(_short(call.get("arguments", {}), 4000), classes="tool-args"),
+                Static(Text(str(e.get("content", ""))[:4000], style="" if ok else "red"), classes="tool-result"),
+                title=f"⚙ {call.get('name')}({_short(call.get('arguments', {}))}) {'✓' if ok else '✗'}",
+                collapsed=True,
+                classes="tool",
+            )
             if line is not None:
                 await self.mount(box, after=line)
                 await line.remove()
@@ -188,8 +193,15 @@ class Status:
         best = _speedup(self.best_speedup)
         t = Text()
         t.append(f" {self.state} ", style="bold reverse")
-        for label, value in (("model", self.model), ("target", self.target), ("turn", str(self.turn)), ("tokens", f"{self.tokens:,}"),
-                             ("cost", f"${self.cost_usd:.4f}"), ("best", best), ("approve", self.approve)):
+        for label, value in (
+            ("model", self.model),
+            ("target", self.target),
+            ("turn", str(self.turn)),
+            ("tokens", f"{self.tokens:,}"),
+            ("cost", f"${self.cost_usd:.4f}"),
+            ("best", best),
+            ("approve", self.approve),
+        ):
             t.append(f"  {label} ", style="dim")
             t.append(value, style="bold")
         return t
@@ -210,11 +222,19 @@ class StatusBar(Static):
     def add_event(self, type_: str, e: dict[str, Any]) -> None:
         s = self.status
         if type_ == "session_start":
-            self.show(model=e.get("model", s.model), target=e.get("target", s.target), approve=e.get("approve", s.approve), session=e.get("session_id", ""))
+            self.show(
+                model=e.get("model", s.model),
+                target=e.get("target", s.target),
+                approve=e.get("approve", s.approve),
+                session=e.get("session_id", ""),
+            )
         elif type_ == "model_response":
             u = e.get("usage", {})
-            self.show(turn=e.get("turn", s.turn), tokens=s.tokens + u.get("prompt_tokens", 0) + u.get("completion_tokens", 0),
-                      cost_usd=s.cost_usd + u.get("cost_usd", 0.0))
+            self.show(
+                turn=e.get("turn", s.turn),
+                tokens=s.tokens + u.get("prompt_tokens", 0) + u.get("completion_tokens", 0),
+                cost_usd=s.cost_usd + u.get("cost_usd", 0.0),
+            )
         elif type_ == "candidate" and e.get("verdict") == "pass" and e.get("speedup") is not None:
             self.show(best_speedup=max(s.best_speedup or 0.0, e["speedup"]))
 
@@ -255,8 +275,15 @@ class Leaderboard(Vertical):
             self._last_fraction = (e.get("result") or {}).get("fraction_of_peak")
         if type_ != "candidate":
             return
-        row = {"n": len(self.rows) + 1, "turn": e.get("turn"), "verdict": e.get("verdict"), "latency_us": e.get("latency_us"),
-               "speedup": e.get("speedup"), "fraction": self._last_fraction, "sha": e.get("code_sha256") or ""}
+        row = {
+            "n": len(self.rows) + 1,
+            "turn": e.get("turn"),
+            "verdict": e.get("verdict"),
+            "latency_us": e.get("latency_us"),
+            "speedup": e.get("speedup"),
+            "fraction": self._last_fraction,
+            "sha": e.get("code_sha256") or "",
+        }
         same = next((r for r in self.rows if row["sha"] and r["sha"] == row["sha"]), None)
         if same is not None:  # the same code again (a submit verifies it once more): one candidate, its latest verdict
             same.update({k: row[k] for k in ("turn", "verdict", "latency_us", "speedup", "fraction")})
@@ -269,9 +296,16 @@ class Leaderboard(Vertical):
         table.clear()
         ranked = sorted(self.rows, key=lambda r: (r["verdict"] != "pass", -(r["speedup"] or 0.0), r["n"]))
         for r in ranked:
-            table.add_row(str(r["n"]), str(r["turn"]), _verdict(r["verdict"]), _num(r["latency_us"], ",.2f"),
-                          _speedup(r["speedup"]),
-                          _num(100 * r["fraction"] if r["fraction"] is not None else None, ".1f"), r["sha"][:10], key=str(r["n"]))
+            table.add_row(
+                str(r["n"]),
+                str(r["turn"]),
+                _verdict(r["verdict"]),
+                _num(r["latency_us"], ",.2f"),
+                _speedup(r["speedup"]),
+                _num(100 * r["fraction"] if r["fraction"] is not None else None, ".1f"),
+                r["sha"][:10],
+                key=str(r["n"]),
+            )
 
     def show_diff(self, diff: str) -> None:
         from rich.syntax import Syntax
@@ -301,7 +335,9 @@ class SearchView(Vertical):
     def compose(self) -> ComposeResult:
         yield Static(Text("no search yet: /search STRATEGY [N] starts one", style="dim"), id="search-progress")
         table: DataTable[str] = DataTable(id="search-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns("#", "verdict", "speedup", "reward", "island", "gen", "latency µs", "timing", "strategy")  # the narrow panel shows the left ones
+        table.add_columns(
+            "#", "verdict", "speedup", "reward", "island", "gen", "latency µs", "timing", "strategy"
+        )  # the narrow panel shows the left ones
         yield table
         islands: DataTable[str] = DataTable(id="island-table", zebra_stripes=True)
         islands.add_columns("island", "candidates", "pass", "best speedup")
@@ -343,11 +379,23 @@ class SearchView(Vertical):
         self.rows.append(e)
         table = self.query_one("#search-table", DataTable)
         table.clear()
-        ranked = sorted(self.rows, key=lambda r: (r.get("verdict") != "pass", -(r.get("speedup") or 0.0), -float(r.get("reward", 0.0)), r["candidate_id"]))
+        ranked = sorted(
+            self.rows,
+            key=lambda r: (r.get("verdict") != "pass", -(r.get("speedup") or 0.0), -float(r.get("reward", 0.0)), r["candidate_id"]),
+        )
         for r in ranked:
-            table.add_row(str(r["candidate_id"]), _verdict(r.get("verdict")), _speedup(r.get("speedup")), f"{float(r.get('reward', 0.0)):.3f}",
-                          str(r.get("island", 0)), str(r.get("generation", 0)), _num(r.get("latency_us"), ",.2f"),
-                          str(r.get("timing_source") or "–"), str(r.get("strategy", "")), key=str(r["candidate_id"]))
+            table.add_row(
+                str(r["candidate_id"]),
+                _verdict(r.get("verdict")),
+                _speedup(r.get("speedup")),
+                f"{float(r.get('reward', 0.0)):.3f}",
+                str(r.get("island", 0)),
+                str(r.get("generation", 0)),
+                _num(r.get("latency_us"), ",.2f"),
+                str(r.get("timing_source") or "–"),
+                str(r.get("strategy", "")),
+                key=str(r["candidate_id"]),
+            )
         islands = self.query_one("#island-table", DataTable)
         islands.clear()
         for island, (n, ok, best) in self.islands().items():

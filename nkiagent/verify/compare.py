@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -39,7 +40,7 @@ class Comparison:
 _BLOCK = 1 << 16
 
 
-def _passes(a: np.ndarray, b: np.ndarray, tol: Tolerance, scale: float, ref_norm: float, work: type) -> Comparison | None:
+def _passes(a: np.ndarray, b: np.ndarray, tol: Tolerance, scale: float, ref_norm: float, work: type[np.floating[Any]]) -> Comparison | None:
     """The comparison of an output within tolerance, block by block; ``None`` at the first block that is not."""
     fa, fb = a.reshape(-1), b.reshape(-1)
     n = min(_BLOCK, fa.size)

@@ -37,12 +37,12 @@ from typing import Any
 import numpy as np
 
 from ..emu.trace import Trace
+from ..sandbox.launch import Limits, WorkerOutcome, run_worker
 from ..tasks.spec import Task
 from .compare import compare
 from .inputs import Case, InputCache, cases, describe_distribution
 from .protocol import VISIBLE_SEEDS
 from .result import EvalResult
-from ..sandbox.launch import Limits, WorkerOutcome, run_worker
 
 __all__ = ["BACKEND_ENV", "VerifyOptions", "baseline_latency", "verify"]
 

@@ -107,8 +107,12 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             fake.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
             if fake.api_key is not None and self.headers.get("Authorization") != f"Bearer {fake.api_key}":
                 sent = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
-                reply = Reply(status=401, error=f"Incorrect API key provided: {sent[:3]}***. You can find your API key at your server's config."
-                              if sent else "You didn't provide an API key.")
+                reply = Reply(
+                    status=401,
+                    error=f"Incorrect API key provided: {sent[:3]}***. You can find your API key at your server's config."
+                    if sent
+                    else "You didn't provide an API key.",
+                )
             elif self.path.rstrip("/") != "/v1/chat/completions":
                 reply = Reply(status=404, error=f"no route {self.path}")
             else:
@@ -117,8 +121,11 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 return
             try:
                 if reply.status != 200:
-                    self._json(reply.status, {"error": {"message": reply.error, "type": "scripted", "code": reply.status}},
-                               {"Retry-After": f"{reply.retry_after_s:g}"} if reply.retry_after_s else {})
+                    self._json(
+                        reply.status,
+                        {"error": {"message": reply.error, "type": "scripted", "code": reply.status}},
+                        {"Retry-After": f"{reply.retry_after_s:g}"} if reply.retry_after_s else {},
+                    )
                 elif body.get("stream"):
                     self._sse(reply, body)
                 else:
@@ -151,36 +158,60 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
 
 
 def _usage(reply: Reply) -> dict[str, int]:
-    return {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
-            "total_tokens": reply.prompt_tokens + reply.completion_tokens}
+    return {
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.completion_tokens,
+        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+    }
 
 
 def _completion(reply: Reply, model: str) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
     if reply.tool_calls:
-        message["tool_calls"] = [{"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": a}}
-                                 for i, (n, a) in enumerate(reply.tool_calls)]
-    return {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
-            "usage": _usage(reply)}
+        message["tool_calls"] = [
+            {"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": a}} for i, (n, a) in enumerate(reply.tool_calls)
+        ]
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
+        "usage": _usage(reply),
+    }
 
 
 def _chunks(reply: Reply, model: str, include_usage: bool) -> list[dict[str, Any]]:
     """The SSE chunks OpenAI would send: role, content in 5-character pieces, each tool call's name then its arguments in pieces."""
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
 
     out = [chunk({"role": "assistant", "content": ""})]
     out += [chunk({"content": reply.content[i : i + 5]}) for i in range(0, len(reply.content), 5)]
     for i, (name, args) in enumerate(reply.tool_calls):
-        out.append(chunk({"tool_calls": [{"index": i, "id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": ""}}]}))
+        out.append(
+            chunk({"tool_calls": [{"index": i, "id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": ""}}]})
+        )
         out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": args[j : j + 7]}}]}) for j in range(0, len(args), 7)]
     out.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
     if include_usage:
-        out.append({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
-                    "choices": [], "usage": _usage(reply)})
+        out.append(
+            {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [],
+                "usage": _usage(reply),
+            }
+        )
     return out
 
 
@@ -193,8 +224,9 @@ class FakeOpenAIProcess:
 
     def __init__(self, lifetime_s: float = 120.0) -> None:
         root = Path(__file__).resolve().parents[2]
-        self._proc = subprocess.Popen([sys.executable, "-m", "tests.agent.fake_openai", "--lifetime-s", str(lifetime_s)], cwd=root,
-                                      stdout=subprocess.PIPE, text=True)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.agent.fake_openai", "--lifetime-s", str(lifetime_s)], cwd=root, stdout=subprocess.PIPE, text=True
+        )
         assert self._proc.stdout is not None
         self.url = self._proc.stdout.readline().strip()  # the child prints its api_base once it listens
         if not self.url.startswith("http://"):

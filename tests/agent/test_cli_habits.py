@@ -167,7 +167,9 @@ def test_approve_ask_without_a_terminal_refuses_with_the_way_out(
     assert not (tmp_path / "sessions").exists()
     monkeypatch.setenv("NKIAGENT_APPROVE_WITHOUT_TERMINAL", "never")
     model = _script(tmp_path / "s.jsonl", _call("submit", path="kernels/vector_add.py", summary="as is"))
-    assert main(["run", "--task", "vector_add", "--workspace", str(tmp_path), "--model", model, "--verify-seeds", "1"]) == 0  # submit verified the starting kernel: it passes
+    assert (
+        main(["run", "--task", "vector_add", "--workspace", str(tmp_path), "--model", model, "--verify-seeds", "1"]) == 0
+    )  # submit verified the starting kernel: it passes
     assert (
         "nkiagent run: no terminal to review edits: --approve ask falls back to never (approve_without_terminal)\n"
         == capsys.readouterr().err
@@ -227,12 +229,16 @@ def test_sessions_list_shows_status_turns_and_result_and_resume_last_finds_the_n
 ) -> None:
     ws = _repo(tmp_path / "ws", {"README.md": "x\n"})
     model = _script(tmp_path / "s.jsonl", _call("submit", path="kernels/vector_add.py", summary="as is"))
-    assert main(["run", "--task", "vector_add", "--workspace", str(ws), "--model", model, "--approve", "auto", "-q"]) == 0  # submit verified it
+    assert (
+        main(["run", "--task", "vector_add", "--workspace", str(ws), "--model", model, "--approve", "auto", "-q"]) == 0
+    )  # submit verified it
     capsys.readouterr()
     assert main(["sessions", "list", "--sessions-dir", str(ws / "sessions")]) == 0
     row = capsys.readouterr().out.strip()
     sid = next((ws / "sessions").iterdir()).name
-    assert re.fullmatch(rf"{sid}  finished     turns 1   best \d+\.\d{{3}}× +task=vector_add  model={re.escape(model)}  target=trn2", row), row
+    assert re.fullmatch(
+        rf"{sid}  finished     turns 1   best \d+\.\d{{3}}× +task=vector_add  model={re.escape(model)}  target=trn2", row
+    ), row
     _no_terminal(monkeypatch)
     assert main(["resume", "--last", "--sessions-dir", str(ws / "sessions")]) == 0  # no terminal: headless, the session's own auto mode
     assert "finished after 1 turns" in capsys.readouterr().out

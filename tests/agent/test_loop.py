@@ -74,7 +74,10 @@ def _script(tmp_path: Path, turns: list[dict[str, Any]]) -> str:
 
 
 def _edit(old: str, new: str) -> dict[str, Any]:
-    return {"content": "editing", "tool_calls": [{"name": "edit_file", "arguments": {"path": "kernels/vector_add.py", "old": old, "new": new}}]}
+    return {
+        "content": "editing",
+        "tool_calls": [{"name": "edit_file", "arguments": {"path": "kernels/vector_add.py", "old": old, "new": new}}],
+    }
 
 
 SUBMIT = {"content": "done", "tool_calls": [{"name": "submit", "arguments": {"path": "kernels/vector_add.py", "summary": "ok"}}]}
@@ -88,9 +91,20 @@ def test_partial_acceptance_lands_exactly_the_chosen_hunks_and_feedback_reaches_
     ws = _repo(tmp_path)
     # one edit with three far-apart hunks: COLS, the op, ROWS
     new = KERNEL.replace("COLS = 128", "COLS = 512").replace("op=nl.add", "op=nl.multiply").replace("ROWS = 1", "ROWS = 4")
-    model = _script(tmp_path, [{"content": "three changes", "tool_calls": [{"name": "write_file", "arguments": {"path": "kernels/vector_add.py", "content": new}}]},
-                               _edit("ROWS = 4", "ROWS = 2"), SUBMIT])
-    decisions = iter([{"action": "partial", "hunks": [1, 3], "feedback": "keep nl.add"}, {"action": "reject", "feedback": "leave ROWS alone"}])
+    model = _script(
+        tmp_path,
+        [
+            {
+                "content": "three changes",
+                "tool_calls": [{"name": "write_file", "arguments": {"path": "kernels/vector_add.py", "content": new}}],
+            },
+            _edit("ROWS = 4", "ROWS = 2"),
+            SUBMIT,
+        ],
+    )
+    decisions = iter(
+        [{"action": "partial", "hunks": [1, 3], "feedback": "keep nl.add"}, {"action": "reject", "feedback": "leave ROWS alone"}]
+    )
     seen: list[dict[str, Any]] = []
 
     def review(payload: dict[str, Any]) -> dict[str, Any]:
@@ -120,12 +134,14 @@ def test_partial_acceptance_lands_exactly_the_chosen_hunks_and_feedback_reaches_
 def test_edits_in_one_turn_are_one_proposal_reviewed_applied_and_evaluated_once(tmp_path: Path) -> None:
     ws = _repo(tmp_path)
     path = "kernels/vector_add.py"
-    calls = [{"name": "read_file", "arguments": {"path": path}},
-             {"name": "edit_file", "arguments": {"path": path, "old": "COLS = 128", "new": "COLS = 256"}},
-             {"name": "evaluate", "arguments": {"path": path}},
-             {"name": "edit_file", "arguments": {"path": path, "old": "COLS = 256", "new": "COLS = 512"}},  # on top of the first
-             {"name": "edit_file", "arguments": {"path": path, "old": "ROWS = 1", "new": "ROWS = 2"}},
-             {"name": "read_file", "arguments": {"path": path}}]
+    calls = [
+        {"name": "read_file", "arguments": {"path": path}},
+        {"name": "edit_file", "arguments": {"path": path, "old": "COLS = 128", "new": "COLS = 256"}},
+        {"name": "evaluate", "arguments": {"path": path}},
+        {"name": "edit_file", "arguments": {"path": path, "old": "COLS = 256", "new": "COLS = 512"}},  # on top of the first
+        {"name": "edit_file", "arguments": {"path": path, "old": "ROWS = 1", "new": "ROWS = 2"}},
+        {"name": "read_file", "arguments": {"path": path}},
+    ]
     model = _script(tmp_path, [{"content": "two edits", "tool_calls": calls}, SUBMIT])
     seen: list[dict[str, Any]] = []
 
@@ -156,7 +172,7 @@ def test_a_tool_error_goes_back_to_the_model_and_the_session_goes_on(tmp_path: P
     rt, graph, first = start_session(_config(ws, model, "auto"))
     outcome = drive(rt, graph, first)
     assert outcome.stop_reason.startswith("submitted")
-    told = [m for m in outcome.state["messages"] if m["role"] == "tool"][0]["content"]
+    told = next(m for m in outcome.state["messages"] if m["role"] == "tool")["content"]
     assert told.startswith("error: no file kernels/causal_attention.py in the workspace; files: ") and "kernels/vector_add.py" in told
 
 
@@ -216,7 +232,12 @@ def test_session_killed_mid_run_resumes_with_events_and_edits_intact(tmp_path: P
         drive(rt, graph, first)
         """
     )
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
     session_dir = Path(proc.stdout.readline().strip())
     deadline = time.time() + 240
     while time.time() < deadline and proc.stdout.readline().strip() != "FIRST-EVAL":
@@ -239,10 +260,16 @@ def test_session_killed_mid_run_resumes_with_events_and_edits_intact(tmp_path: P
 
 
 def test_demo_headless_reaches_a_faster_pass_kernel(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "nkiagent.cli", "demo", "--headless", "--json"], capture_output=True, text=True, timeout=900,
-                         env={**os.environ, "TMPDIR": str(tmp_path)})
+    out = subprocess.run(
+        [sys.executable, "-m", "nkiagent.cli", "demo", "--headless", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
     assert out.returncode == 0, out.stderr[-2000:]
-    summary = json.loads(out.stdout[out.stdout.index("{"):])
+    summary = json.loads(out.stdout[out.stdout.index("{") :])
     assert summary["best"]["speedup"] > 1.0 and Path(summary["session_dir"], "events.jsonl").is_file()
 
 

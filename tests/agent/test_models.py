@@ -11,19 +11,33 @@ from pathlib import Path
 
 import pytest
 
-from nkiagent.agent.models import LiteLLMModel, ModelError, ScriptedModel, get_model, prewarm
-from nkiagent.agent.models import wire
+from nkiagent.agent.models import LiteLLMModel, ModelError, ScriptedModel, get_model, prewarm, wire
 from nkiagent.agent.models.textmode import parse, to_text_messages
 from nkiagent.agent.types import Model
 
 from .fake_openai import FakeOpenAI, Reply
 
-TOOLS = [{"type": "function", "function": {"name": n, "description": f"the {n} tool",
-                                           "parameters": {"type": "object", "properties": {p: {"type": "string"} for p in ps}}}}
-         for n, ps in [("edit_file", ("path", "old", "new")), ("write_file", ("path", "content")), ("evaluate", ("path",)),
-                       ("submit", ("path", "summary"))]]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": n,
+            "description": f"the {n} tool",
+            "parameters": {"type": "object", "properties": {p: {"type": "string"} for p in ps}},
+        },
+    }
+    for n, ps in [
+        ("edit_file", ("path", "old", "new")),
+        ("write_file", ("path", "content")),
+        ("evaluate", ("path",)),
+        ("submit", ("path", "summary")),
+    ]
+]
 # litellm's own import and response objects warn about pydantic internals; not ours to fix
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm"), pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm"),
+    pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning"),
+]
 
 ASK = [{"role": "system", "content": "You write NKI kernels."}, {"role": "user", "content": "make it faster"}]
 
@@ -127,18 +141,27 @@ def test_client_errors_are_not_retried(server: FakeOpenAI, status: int, words: s
 
 
 def test_context_window_is_not_retried(server: FakeOpenAI) -> None:
-    server.push(*[Reply(status=400, error="This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.")] * 3)
+    server.push(
+        *[Reply(status=400, error="This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.")]
+        * 3
+    )
     with pytest.raises(ModelError, match="context window"):
         _model(server).complete(ASK, TOOLS)
     assert len(server.requests) == 1
 
 
 def test_text_mode_sends_no_tools_and_parses_blocks(server: FakeOpenAI) -> None:
-    server.push(Reply(content="Widen it.\n```edit kernels/k.py\n<<<<<<< OLD\nTILE = 128\n=======\nTILE = 512\n>>>>>>> NEW\n```\n"
-                              '```tool evaluate\n{"path": "kernels/k.py"}\n```'))
+    server.push(
+        Reply(
+            content="Widen it.\n```edit kernels/k.py\n<<<<<<< OLD\nTILE = 128\n=======\nTILE = 512\n>>>>>>> NEW\n```\n"
+            '```tool evaluate\n{"path": "kernels/k.py"}\n```'
+        )
+    )
     turn = _model(server, tool_mode="text").complete(ASK, TOOLS)
     assert [(c.name, c.arguments) for c in turn.tool_calls] == [
-        ("edit_file", {"path": "kernels/k.py", "old": "TILE = 128\n", "new": "TILE = 512\n"}), ("evaluate", {"path": "kernels/k.py"})]
+        ("edit_file", {"path": "kernels/k.py", "old": "TILE = 128\n", "new": "TILE = 512\n"}),
+        ("evaluate", {"path": "kernels/k.py"}),
+    ]
     body = server.requests[0]["body"]
     assert "tools" not in body and body["messages"][0]["content"].startswith("You write NKI kernels.")
     assert "```edit PATH" in body["messages"][0]["content"] and "- evaluate(path): the evaluate tool" in body["messages"][0]["content"]
@@ -169,26 +192,48 @@ def test_parse_blocks() -> None:
         ("t_0", "edit_file", {"path": "k.py", "old": "a = 1\n", "new": "a = 2\n"}),
         ("t_1", "edit_file", {"path": "k.py", "old": "b = 1\n", "new": ""}),
         ("t_2", "write_file", {"path": "k.py", "content": "doc = '''\n```python\nx\n```\n'''\n"}),
-        ("t_3", "submit", {"path": "k.py", "summary": "done"})]
+        ("t_3", "submit", {"path": "k.py", "summary": "done"}),
+    ]
     assert all(c.error == "" for c in calls)
 
 
-@pytest.mark.parametrize(("block", "error"), [
-    ("```edit\n<<<<<<< OLD\na\n=======\nb\n>>>>>>> NEW\n```", "needs the file path"),
-    ("```edit k.py\na = 2\n```", "no <<<<<<< OLD"),
-    ("```tool evaluate\n{path: k.py}\n```", "not valid JSON"),
-    ("```tool\n{}\n```", "needs the tool name"),
-])
+@pytest.mark.parametrize(
+    ("block", "error"),
+    [
+        ("```edit\n<<<<<<< OLD\na\n=======\nb\n>>>>>>> NEW\n```", "needs the file path"),
+        ("```edit k.py\na = 2\n```", "no <<<<<<< OLD"),
+        ("```tool evaluate\n{path: k.py}\n```", "not valid JSON"),
+        ("```tool\n{}\n```", "needs the tool name"),
+    ],
+)
 def test_parse_unreadable_blocks_become_errors(block: str, error: str) -> None:
     (call,) = parse(block)
     assert error in call.error
 
 
 def test_history_with_native_calls_is_rendered_as_blocks() -> None:
-    native = {"role": "assistant", "content": "", "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "write_file", "arguments": json.dumps({"path": "k.py", "content": "x = '```'\n"})}}]}
-    texted = {"role": "assistant", "content": "```submit k.py\nok\n```", "tool_calls": [
-        {"id": "text_2_0", "type": "function", "function": {"name": "submit", "arguments": json.dumps({"path": "k.py", "summary": "ok"})}}]}
+    native = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "write_file", "arguments": json.dumps({"path": "k.py", "content": "x = '```'\n"})},
+            }
+        ],
+    }
+    texted = {
+        "role": "assistant",
+        "content": "```submit k.py\nok\n```",
+        "tool_calls": [
+            {
+                "id": "text_2_0",
+                "type": "function",
+                "function": {"name": "submit", "arguments": json.dumps({"path": "k.py", "summary": "ok"})},
+            }
+        ],
+    }
     msgs = to_text_messages([*ASK, native, {"role": "tool", "tool_call_id": "c1", "content": "proposed"}, texted], TOOLS)
     assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user", "assistant"]
     assert [(c.name, c.arguments) for c in parse(msgs[2]["content"])] == [("write_file", {"path": "k.py", "content": "x = '```'\n"})]
@@ -200,8 +245,10 @@ def test_history_with_native_calls_is_rendered_as_blocks() -> None:
 # -- scripted replay, the factory, startup ------------------------------------------------------------
 def test_scripted_replays_by_conversation_position(tmp_path: Path) -> None:
     script = tmp_path / "s.jsonl"
-    script.write_text('{"content": "first", "tool_calls": [{"name": "evaluate", "arguments": {"path": "k.py"}}]}\n\n'
-                      '{"content": "second", "tool_calls": [{"name": "submit", "arguments": "{\\"path\\": "}]}\n')
+    script.write_text(
+        '{"content": "first", "tool_calls": [{"name": "evaluate", "arguments": {"path": "k.py"}}]}\n\n'
+        '{"content": "second", "tool_calls": [{"name": "submit", "arguments": "{\\"path\\": "}]}\n'
+    )
     model = get_model(f"scripted:{script}")
     assert isinstance(model, ScriptedModel) and isinstance(model, Model)
     tokens: list[str] = []
@@ -264,7 +311,7 @@ def test_first_request_does_not_wait_for_litellm() -> None:
     )
     with FakeOpenAI(lifetime_s=60) as srv:
         srv.push(Reply(content="hello", tool_calls=[("evaluate", '{"path": "k.py"}')]))
-        out = subprocess.run([sys.executable, "-c", code, srv.url], capture_output=True, text=True, timeout=60)
+        out = subprocess.run([sys.executable, "-c", code, srv.url], capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "hello [('evaluate', {'path': 'k.py'})]"
     assert srv.requests[0]["body"]["model"] == "m" and srv.requests[0]["body"]["tools"] == TOOLS
@@ -275,14 +322,16 @@ def test_turns_sent_before_litellm_loaded_are_priced_on_the_next_turn(monkeypatc
     loaded = {"now": False}
     monkeypatch.setattr(wire, "litellm_loaded", lambda: loaded["now"])
     with FakeOpenAI(lifetime_s=60) as srv:
-        srv.push(Reply(content="one", prompt_tokens=1000, completion_tokens=100), Reply(content="two", prompt_tokens=2000, completion_tokens=200))
+        srv.push(
+            Reply(content="one", prompt_tokens=1000, completion_tokens=100), Reply(content="two", prompt_tokens=2000, completion_tokens=200)
+        )
         model = LiteLLMModel("openai/gpt-4o-mini", api_base=srv.url, api_key="sk-test", stream=False)
         first = model.complete(ASK, [])
         loaded["now"] = True
         second = model.complete(ASK, [])
     import litellm
 
-    price = lambda p, c: sum(litellm.cost_per_token(model="openai/gpt-4o-mini", prompt_tokens=p, completion_tokens=c))  # noqa: E731
+    price = lambda p, c: sum(litellm.cost_per_token(model="openai/gpt-4o-mini", prompt_tokens=p, completion_tokens=c))
     assert first.usage.cost_usd == 0.0 and price(1000, 100) > 0
     assert second.usage.cost_usd == pytest.approx(price(1000, 100) + price(2000, 200))
 
@@ -297,5 +346,7 @@ def test_litellm_without_any_key_is_a_configuration_error_not_a_server_error(mon
         assert srv.requests == []
     err = caught.value
     assert err.config and err.attempts == 1 and "server error" not in str(err)
-    assert str(err).startswith("openai/m (openai): authentication failed: check the API key (the provider's environment variable, "
-                               "or the one --api-key-env names): ")
+    assert str(err).startswith(
+        "openai/m (openai): authentication failed: check the API key (the provider's environment variable, "
+        "or the one --api-key-env names): "
+    )

@@ -57,11 +57,14 @@ def test_templates_fail_on_a_missing_value() -> None:
         render("task.md.j2")
 
 
-@pytest.mark.parametrize(("raw", "expect"), [
-    ({"action": "reject"}, "The reviewer rejected your edit to kernels/k.py."),
-    ({"action": "partial", "hunks": [1, 3]}, "The reviewer applied hunks 1, 3 of 3 of your edit to kernels/k.py and rejected hunks 2."),
-    ({"action": "reject", "feedback": "keep the tile size"}, 'The reviewer rejected your edit to kernels/k.py: "keep the tile size"'),
-])
+@pytest.mark.parametrize(
+    ("raw", "expect"),
+    [
+        ({"action": "reject"}, "The reviewer rejected your edit to kernels/k.py."),
+        ({"action": "partial", "hunks": [1, 3]}, "The reviewer applied hunks 1, 3 of 3 of your edit to kernels/k.py and rejected hunks 2."),
+        ({"action": "reject", "feedback": "keep the tile size"}, 'The reviewer rejected your edit to kernels/k.py: "keep the tile size"'),
+    ],
+)
 def test_review_feedback_renders_with_or_without_the_reviewers_words(raw: dict[str, object], expect: str) -> None:
     from nkiagent.agent.graph import _normalize_decision
 
@@ -69,11 +72,14 @@ def test_review_feedback_renders_with_or_without_the_reviewers_words(raw: dict[s
     assert text.strip() == expect
 
 
-@pytest.mark.parametrize(("query", "first"), [
-    ("how are DMA transfers timed, queues and bandwidth", "cost model: DMA timing, queues and bandwidth"),
-    ("does instruction order matter, dependences", "cost model: scheduling, dependences and instruction order"),
-    ("affine_select causal mask", "nisa.affine_select (selection and top-8)"),
-])
+@pytest.mark.parametrize(
+    ("query", "first"),
+    [
+        ("how are DMA transfers timed, queues and bandwidth", "cost model: DMA timing, queues and bandwidth"),
+        ("does instruction order matter, dependences", "cost model: scheduling, dependences and instruction order"),
+        ("affine_select causal mask", "nisa.affine_select (selection and top-8)"),
+    ],
+)
 def test_nki_docs_answers_with_what_the_system_prompt_does_not_hold(query: str, first: str) -> None:
     from nkiagent.agent.prompts import system_prompt
     from nkiagent.agent.tools import nki_docs

@@ -70,15 +70,26 @@ class _Run:
         return [tc["function"]["name"] for m in self.messages if m.get("role") == "assistant" for tc in m.get("tool_calls", [])]
 
 
-def _drive(model: Model, ctx: Any, *, auto_evaluate: bool = False, accept: Callable[[str], bool] = lambda new: True,
-           condense_to: int | None = None, max_turns: int = 60) -> _Run:
+def _drive(
+    model: Model,
+    ctx: Any,
+    *,
+    auto_evaluate: bool = False,
+    accept: Callable[[str], bool] = lambda new: True,
+    condense_to: int | None = None,
+    max_turns: int = 60,
+) -> _Run:
     """Run the conversation like the graph: one model turn, its tool calls, the results appended, until submit.
 
     ``condense_to`` shortens old tool results before each model turn, as the graph does for long sessions.
     """
     registry = ToolRegistry(load_tools())
-    run = _Run([{"role": "system", "content": "You write NKI kernels."},
-                {"role": "user", "content": f"Task: vector_add (level 1)\n\nkernel_path: {KERNEL}\n\nMake it faster."}])
+    run = _Run(
+        [
+            {"role": "system", "content": "You write NKI kernels."},
+            {"role": "user", "content": f"Task: vector_add (level 1)\n\nkernel_path: {KERNEL}\n\nMake it faster."},
+        ]
+    )
     original = ctx.evaluate
 
     def counted(path: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -174,7 +185,12 @@ def test_parse_evaluation_forms() -> None:
     assert parse_evaluation("verdict: pass …\n" + json.dumps(as_json)) == as_json
     compact = "verdict: fail (task t, target trn2)\n- wrong answer (seed 0)\nlatency: 12.5 µs (emulator-estimate, m)"
     parsed = parse_evaluation(compact)
-    assert parsed is not None and parsed["verdict"] == "fail" and parsed["reasons"] == ["wrong answer (seed 0)"] and parsed["latency_us"] == 12.5
+    assert (
+        parsed is not None
+        and parsed["verdict"] == "fail"
+        and parsed["reasons"] == ["wrong answer (seed 0)"]
+        and parsed["latency_us"] == 12.5
+    )
     assert parse_evaluation("proposed an edit to k.py") is None
 
 
@@ -203,11 +219,21 @@ class _TableContext:
     def evaluate(self, path: str, seeds: int | None = None, hidden: bool = True) -> dict[str, Any]:
         source = self.workspace.read(path)
         verdict, latency = self.table(_config(source))
-        return {"verdict": verdict, "task": "vector_add", "target": "trn2", "reasons": [] if verdict == "pass" else ["wrong answer"],
-                "latency_us": latency, "timing_source": "emulator-estimate", "model_version": "test", "baseline_latency_us": 100.0,
-                "speedup": round(100.0 / latency, 4) if verdict == "pass" and latency else None, "sol_latency_us": None,
-                "fraction_of_peak": None, "profile": {"bottleneck": self.bottleneck},
-                "code_sha256": hashlib.sha256(source.encode()).hexdigest()}
+        return {
+            "verdict": verdict,
+            "task": "vector_add",
+            "target": "trn2",
+            "reasons": [] if verdict == "pass" else ["wrong answer"],
+            "latency_us": latency,
+            "timing_source": "emulator-estimate",
+            "model_version": "test",
+            "baseline_latency_us": 100.0,
+            "speedup": round(100.0 / latency, 4) if verdict == "pass" and latency else None,
+            "sol_latency_us": None,
+            "fraction_of_peak": None,
+            "profile": {"bottleneck": self.bottleneck},
+            "code_sha256": hashlib.sha256(source.encode()).hexdigest(),
+        }
 
 
 def _demo_table(cfg: dict[str, Any]) -> tuple[str, float | None]:
@@ -241,9 +267,15 @@ def test_search_keeps_improvements_reverts_the_rest(tmp_path: Path) -> None:
 
 def test_compute_bound_tries_other_knobs_first(tmp_path: Path) -> None:
     source = "TILE_F = 512  # nkiagent: tune [256, 512, 1024]\nFUSED = False  # nkiagent: tune\n"
-    ctx = _TableContext(_workspace(tmp_path, source), lambda c: ("pass", 50.0 - 10 * c["FUSED"] - c["TILE_F"] / 1024), "compute-bound (VectorE)")
+    ctx = _TableContext(
+        _workspace(tmp_path, source), lambda c: ("pass", 50.0 - 10 * c["FUSED"] - c["TILE_F"] / 1024), "compute-bound (VectorE)"
+    )
     run = _drive(TunerModel(), ctx)
-    first_edit = next(m for m in run.messages if m["role"] == "assistant" and m.get("tool_calls") and m["tool_calls"][0]["function"]["name"] == "edit_file")
+    first_edit = next(
+        m
+        for m in run.messages
+        if m["role"] == "assistant" and m.get("tool_calls") and m["tool_calls"][0]["function"]["name"] == "edit_file"
+    )
     assert "Trying FUSED = True (compute-bound on VectorE: a different code path)" in first_edit["content"]
     assert _config(ctx.workspace.read(KERNEL)) == {"TILE_F": 1024, "FUSED": True}
 
@@ -300,13 +332,15 @@ class _FreshEachTurn:
 def test_condensed_history_gives_the_same_search(tmp_path: Path) -> None:
     plain = _drive(TunerModel(), _TableContext(_workspace(tmp_path / "plain", DEMO_SOURCE), _demo_table, "memory-bound (DMA)"))
     # the loop shortens old tool results (the kernel text first): the same tuner remembers what it saw
-    condensed = _drive(TunerModel(), _TableContext(_workspace(tmp_path / "condensed", DEMO_SOURCE), _demo_table, "memory-bound (DMA)"),
-                       condense_to=3000)
+    condensed = _drive(
+        TunerModel(), _TableContext(_workspace(tmp_path / "condensed", DEMO_SOURCE), _demo_table, "memory-bound (DMA)"), condense_to=3000
+    )
     assert condensed.calls() == plain.calls() and condensed.submitted == plain.submitted
     # a fresh tuner re-reads the file when the last read was shortened, rebuilds the earlier states from
     # its edits, and evaluates nothing twice
-    fresh = _drive(_FreshEachTurn(), _TableContext(_workspace(tmp_path / "fresh", DEMO_SOURCE), _demo_table, "memory-bound (DMA)"),
-                   condense_to=3000)
+    fresh = _drive(
+        _FreshEachTurn(), _TableContext(_workspace(tmp_path / "fresh", DEMO_SOURCE), _demo_table, "memory-bound (DMA)"), condense_to=3000
+    )
     assert fresh.submitted == plain.submitted and len(fresh.evaluations) == len(plain.evaluations)
     assert [c for c in fresh.calls() if c != "read_file"] == [c for c in plain.calls() if c != "read_file"]
 

@@ -187,8 +187,10 @@ def test_a_new_workspace_object_continues_the_session(repo: Path) -> None:
     assert (repo / KERNEL).read_text() == V1
 
 
-REFUSAL = (f"refusing to edit {KERNEL}: it has uncommitted changes that this session did not make. "
-           "Commit or stash them first, or have the agent write to another file.")
+REFUSAL = (
+    f"refusing to edit {KERNEL}: it has uncommitted changes that this session did not make. "
+    "Commit or stash them first, or have the agent write to another file."
+)
 
 
 def test_refuses_to_edit_a_kernel_the_user_changed(repo: Path) -> None:

@@ -142,8 +142,8 @@ def test_compile_only_with_the_compiler_but_no_device(fake_neuron: FakeNeuron, m
     line = broken.read_text().splitlines().index("# FAKE_NCC_ERROR: GCA035 Instruction: I-21-0 couldn't be allocated in SB") + 1
     bad = verify(broken, task, "trn1", FAST, backend="neuron-sim")
     assert bad.verdict == "fail" and not bad.compiled and bad.latency_us is None
-    assert bad.reasons == [f"compile error [GCA035] at {broken}:{line}: RuntimeError: kernel.py:{line}: [GCA035] Instruction: I-21-0 couldn't "
-                           "be allocated in SB (SBUF overflow: an instruction's tiles exceed the per-partition SBUF size)"]
+    assert bad.reasons == [(f"compile error [GCA035] at {broken}:{line}: RuntimeError: kernel.py:{line}: [GCA035] Instruction: I-21-0 couldn't "
+                           "be allocated in SB (SBUF overflow: an instruction's tiles exceed the per-partition SBUF size)")]
 
 
 def test_real_simulator_route_through_the_sandboxed_worker(fake_neuron: FakeNeuron) -> None:

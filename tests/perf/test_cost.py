@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-import nkiagent.emu as emu
+from nkiagent import emu
 from nkiagent.perf.cost import instruction_cost
 from nkiagent.perf.specs import get_spec
 

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-import nkiagent.emu as emu
+from nkiagent import emu
 from nkiagent.perf import profile_kernel, profile_trace, speed_of_light
 from nkiagent.perf.report import chrome_trace, summary_text
 from nkiagent.perf.specs import get_spec
@@ -101,11 +101,11 @@ def test_psum_read_waits_for_the_last_accumulating_matmul() -> None:
         nisa.dma_copy(dst=out, src=r)
         return out
 
-    trace, tl = _events(kernel, ())
+    _trace, tl = _events(kernel, ())
     mms = [e for e in tl.events if e.op == "nc_matmul"]
     copy = next(e for e in tl.events if e.op == "tensor_copy")
     assert len(mms) == 4
-    assert all(b.start_ns >= a.end_ns for a, b in zip(mms, mms[1:]))  # WAW chain on the accumulator
+    assert all(b.start_ns >= a.end_ns for a, b in itertools.pairwise(mms))  # WAW chain on the accumulator
     assert copy.start_ns >= mms[-1].end_ns
     # TensorE pipelines its own accumulation chain: back-to-back, at the matmul II (§3.4, §4.3) ...
     assert all(b.start_ns == pytest.approx(a.end_ns) for a, b in itertools.pairwise(mms))

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from nkiagent.emu.trace import Trace, TraceStreamError, TraceStreamReader, TraceStreamWriter
-from nkiagent.tasks import get_task
 from nkiagent.sandbox.launch import run_worker
+from nkiagent.tasks import get_task
 
 from .test_sandbox import HONEST
 
@@ -49,8 +49,8 @@ def _error(out) -> dict:
     "prelude",
     [
         # a dataclass config at module level, with postponed annotations (strings): the kernel is a real module
-        "from __future__ import annotations\nimport dataclasses\n@dataclasses.dataclass(frozen=True)\nclass Cfg:\n    tile: int = 128\n"
-        "    names: tuple[str, ...] = ('a',)\nCFG = Cfg()\n",
+        ("from __future__ import annotations\nimport dataclasses\n@dataclasses.dataclass(frozen=True)\nclass Cfg:\n    tile: int = 128\n"
+        "    names: tuple[str, ...] = ('a',)\nCFG = Cfg()\n"),
         # the same without the future import: the worker's own __future__ flags do not leak into the kernel
         "import dataclasses\n@dataclasses.dataclass\nclass Cfg:\n    tile: int = 128\nCFG = Cfg()\nassert Cfg.__annotations__['tile'] is int\n",
         # a NamedTuple and an Enum
@@ -79,8 +79,8 @@ def test_a_dataclass_defined_inside_the_kernel_runs(tmp_path: Path) -> None:
     "prelude, refused",
     [
         # the red team's road: an allowed module evaluates an annotation string built at run time
-        ("import functools, typing\n@functools.singledispatch\ndef f(x):\n    return 0\n"
-         "def g(x: 'typing.sys.modules[\"os\"].system(\"true\")'):\n    return 1\nf.register(g)\n",
+        (("import functools, typing\n@functools.singledispatch\ndef f(x):\n    return 0\n"
+         "def g(x: 'typing.sys.modules[\"os\"].system(\"true\")'):\n    return 1\nf.register(g)\n"),
          "compiling or running code built at run time"),
         ("import typing\ntyping.get_type_hints(type('T', (), {'__annotations__': {'x': '1 + 1'}}))\n", "compiling or running code built at run time"),
         ("eval('1')\n", "compiling or running code built at run time"),
@@ -111,8 +111,8 @@ def test_what_kernel_code_may_not_do_is_refused(tmp_path: Path, prelude: str, re
 def test_harness_reads_are_limited_to_pythons_files_and_this_requests_inputs(tmp_path: Path) -> None:
     """Even a read the harness makes (a kernel could hand it a callable) never reaches a reference or the checkout."""
     from nkiagent.sandbox.guard import Guard, SandboxViolation
-    from nkiagent.verify.inputs import InputCache, cases
     from nkiagent.sandbox.policy import import_refusal
+    from nkiagent.verify.inputs import InputCache, cases
 
     cache = InputCache().ensure(TASK, cases(TASK, 1, ("normal",))[:1])
     inputs = InputCache.input_paths(cache, 0, 2)
@@ -165,12 +165,12 @@ def test_forged_stream_lines_are_refused(tmp_path: Path) -> None:
 
 
 def _traced(n: int = 512) -> Trace:
-    import nkiagent.emu as emu
+    from nkiagent import emu
 
     path = Path(__file__).resolve().parents[1] / "verify" / "honest" / "vector_add_opt.py"
     ns: dict = {}
     emu.install()
-    exec(compile(path.read_text(), str(path), "exec"), ns)
+    exec(compile(path.read_text(), str(path), "exec"), ns)  # noqa: S102 — running the honest kernel in this process is the test
     kernel = next(v for v in ns.values() if isinstance(v, emu.frontend.Kernel))
     trace = Trace()
     a = np.ones((n, 512), np.float32)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from nkiagent.tasks import get_task
 from nkiagent.sandbox.launch import Limits, run_worker
+from nkiagent.tasks import get_task
 
 TASK = get_task("vector_add")
 RUN = [{"id": 0, "dims": {"N": 128, "D": 64}, "seed": 0, "dist": "normal", "trace": False}]

@@ -8,8 +8,14 @@ from nkiagent.search.db import CandidateDB, cell_of, reward_of
 from nkiagent.search.report import evals_to_fraction
 from nkiagent.sessions.store import SessionStore
 
-PASS = {"verdict": "pass", "latency_us": 50.0, "speedup": 2.0, "timing_source": "emulator-estimate",
-        "profile": {"bottleneck": "memory-bound (DMA)", "summary": "s", "engines": {"big": "dropped"}}, "reasons": []}
+PASS = {
+    "verdict": "pass",
+    "latency_us": 50.0,
+    "speedup": 2.0,
+    "timing_source": "emulator-estimate",
+    "profile": {"bottleneck": "memory-bound (DMA)", "summary": "s", "engines": {"big": "dropped"}},
+    "reasons": [],
+}
 SRC = "X = 1  # nkiagent: tune [1, 2]\n\n@nki.jit\ndef kernel(a):\n    for i in nl.affine_range(4):\n        for j in nl.affine_range(2):\n            pass\n"
 
 
@@ -31,8 +37,18 @@ def test_candidates_are_events_and_index_and_survive_a_lost_index(tmp_path: Path
     session = store.create({"kind": "search"})
     db = CandidateDB(session)
     a = db.add(SRC, {"verdict": "fail", "reasons": ["wrong answer"] * 9}, parents=[], strategy="evolve")
-    b = db.add(SRC + "# b\n", PASS, parents=[0], strategy="evolve", island=1, generation=2, turn=3, cost_usd=0.25, mutation="m",
-               model_turn={"content": "c"})
+    b = db.add(
+        SRC + "# b\n",
+        PASS,
+        parents=[0],
+        strategy="evolve",
+        island=1,
+        generation=2,
+        turn=3,
+        cost_usd=0.25,
+        mutation="m",
+        model_turn={"content": "c"},
+    )
     c = db.add(SRC + "# c\n", {**PASS, "speedup": 3.0, "latency_us": 33.3}, parents=[1, 0], strategy="evolve", island=0, generation=3)
     assert (a.candidate_id, b.candidate_id, c.candidate_id) == (0, 1, 2)
     assert len(a.evaluation["reasons"]) == 5 and "engines" not in b.evaluation["profile"]
@@ -47,7 +63,11 @@ def test_candidates_are_events_and_index_and_survive_a_lost_index(tmp_path: Path
     session.close()
     (session.dir / "candidates.sqlite").unlink()
     reopened = CandidateDB(store.open(session.id))
-    assert reopened.query("SELECT candidate_id, island, speedup FROM candidates ORDER BY candidate_id") == [(0, 0, None), (1, 1, 2.0), (2, 0, 3.0)]
+    assert reopened.query("SELECT candidate_id, island, speedup FROM candidates ORDER BY candidate_id") == [
+        (0, 0, None),
+        (1, 1, 2.0),
+        (2, 0, 3.0),
+    ]
     assert reopened.best().candidate_id == 2  # type: ignore[union-attr]
     reopened.close()
 

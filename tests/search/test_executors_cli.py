@@ -16,14 +16,26 @@ from .test_search import DEMO, TASK
 
 
 def _lineage(d: Path) -> list[tuple]:
-    return [(e["candidate_id"], e["code_sha256"], tuple(e["parents"]), e["island"], e["verdict"], e["speedup"])
-            for e in read_events(d / "events.jsonl") if e["type"] == "candidate"]
+    return [
+        (e["candidate_id"], e["code_sha256"], tuple(e["parents"]), e["island"], e["verdict"], e["speedup"])
+        for e in read_events(d / "events.jsonl")
+        if e["type"] == "candidate"
+    ]
 
 
 def test_ray_executor_matches_the_local_pool_for_a_fixed_seed(tmp_path: Path) -> None:
     import ray  # the `ray` extra; CI installs it (.ci/run)
 
-    cfg = {"task": TASK, "kernel": DEMO, "strategy": "evolve", "max_candidates": 3, "workers": 2, "hidden": False, "cascade": True, "seed": 7}
+    cfg = {
+        "task": TASK,
+        "kernel": DEMO,
+        "strategy": "evolve",
+        "max_candidates": 3,
+        "workers": 2,
+        "hidden": False,
+        "cascade": True,
+        "seed": 7,
+    }
     local = run_search(SearchConfig(**cfg), tmp_path / "local")  # type: ignore[arg-type]
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
@@ -41,18 +53,35 @@ def test_ray_executor_matches_the_local_pool_for_a_fixed_seed(tmp_path: Path) ->
 
 def test_cascade_stops_broken_kernels_early_and_says_where() -> None:
     ex = LocalExecutor(1)
-    syntax, = ex.map([EvalJob("def kernel(:\n", TASK, hidden=False)])
+    (syntax,) = ex.map([EvalJob("def kernel(:\n", TASK, hidden=False)])
     assert syntax["verdict"] == "fail" and syntax["stage"] == "static"
     wrong = Path(DEMO).read_text().replace("op=nl.add", "op=nl.subtract")
-    res, = ex.map([EvalJob(wrong, TASK, hidden=False)])
+    (res,) = ex.map([EvalJob(wrong, TASK, hidden=False)])
     assert res["verdict"] == "fail" and res["stage"] == "small"
     assert res["reasons"][0].startswith("wrong answer") and res["reasons"][0].endswith("[small-shape stage {'N': 256, 'D': 512}]")
 
 
 def test_cli_search_then_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     sessions = tmp_path / "sessions"
-    rc = main(["search", "--task", TASK, "--kernel", DEMO, "--strategy", "beam", "--n", "3", "--workers", "2", "--no-cascade",
-               "--sessions-dir", str(sessions), "--json"])
+    rc = main(
+        [
+            "search",
+            "--task",
+            TASK,
+            "--kernel",
+            DEMO,
+            "--strategy",
+            "beam",
+            "--n",
+            "3",
+            "--workers",
+            "2",
+            "--no-cascade",
+            "--sessions-dir",
+            str(sessions),
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and out["candidates"] == 3 and out["stop_reason"] == "max candidates (3) evaluated"
     assert out["best"]["timing_source"] == "emulator-estimate" and Path(out["best"]["kernel"]).is_file()

@@ -13,13 +13,16 @@ from nkiagent.agent.tuner import scan_tunables
 from nkiagent.search import SearchConfig, run_search
 from nkiagent.search.db import Candidate
 from nkiagent.search.mutate import ModelMutator
-from nkiagent.tasks import get_task
 from nkiagent.sessions.store import read_events
+from nkiagent.tasks import get_task
 
 from ..agent.fake_openai import FakeOpenAI, Reply
 from .test_search import DEMO, TASK
 
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm"), pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm"),
+    pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning"),
+]
 SOURCE = Path(DEMO).read_text()
 TILE_LINE = "TILE_COLS = 128  # nkiagent: tune [128, 256, 512, 1024]"
 #: gpt-4o-mini's price in litellm's bundled cost map: 100k prompt + 1k completion tokens = $0.0156
@@ -33,13 +36,21 @@ def _config(tile: int, rows: int) -> str:
 
 
 def _edit(old: str, new: str) -> Reply:
-    return Reply(content="editing", tool_calls=[("edit_file", json.dumps({"path": "kernel.py", "old": old, "new": new}))],
-                 prompt_tokens=100_000, completion_tokens=1_000)
+    return Reply(
+        content="editing",
+        tool_calls=[("edit_file", json.dumps({"path": "kernel.py", "old": old, "new": new}))],
+        prompt_tokens=100_000,
+        completion_tokens=1_000,
+    )
 
 
 def _write(tile: int, rows: int) -> Reply:
-    return Reply(content=f"tiles {tile}", tool_calls=[("write_file", json.dumps({"path": "kernel.py", "content": _config(tile, rows)}))],
-                 prompt_tokens=100_000, completion_tokens=1_000)
+    return Reply(
+        content=f"tiles {tile}",
+        tool_calls=[("write_file", json.dumps({"path": "kernel.py", "content": _config(tile, rows)}))],
+        prompt_tokens=100_000,
+        completion_tokens=1_000,
+    )
 
 
 @pytest.fixture
@@ -51,8 +62,17 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
 
 
 def _cfg(strategy: str, srv: FakeOpenAI, **kw: object) -> SearchConfig:
-    base: dict[str, object] = {"task": TASK, "kernel": DEMO, "strategy": strategy, "model": "openai/gpt-4o-mini", "api_base": srv.url,
-                               "workers": 1, "model_concurrency": 1, "hidden": False, "cascade": False}
+    base: dict[str, object] = {
+        "task": TASK,
+        "kernel": DEMO,
+        "strategy": strategy,
+        "model": "openai/gpt-4o-mini",
+        "api_base": srv.url,
+        "workers": 1,
+        "model_concurrency": 1,
+        "hidden": False,
+        "cascade": False,
+    }
     return SearchConfig(**{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -78,8 +98,7 @@ def test_each_strategy_with_a_model_over_http(tmp_path: Path, server: FakeOpenAI
 
 
 def test_refine_is_one_conversation_with_each_turns_evaluation(tmp_path: Path, server: FakeOpenAI) -> None:
-    server.push(_edit(TILE_LINE, TILE_LINE.replace("= 128", "= 1024")),
-                _edit("ROWS_PER_PARTITION = 1 ", "ROWS_PER_PARTITION = 2 "))
+    server.push(_edit(TILE_LINE, TILE_LINE.replace("= 128", "= 1024")), _edit("ROWS_PER_PARTITION = 1 ", "ROWS_PER_PARTITION = 2 "))
     out = run_search(_cfg("refine", server, max_candidates=3), tmp_path)
     cands = _candidates(out.session.dir)
     assert [(c["parents"], c["speedup"]) for c in cands] == [([], 0.5577), ([0], 1.3509), ([1], 1.1719)]
@@ -95,7 +114,10 @@ def test_unusable_edits_cost_money_and_the_usd_budget_stops_the_search(tmp_path:
     events = read_events(out.session.dir / "events.jsonl")
     assert out.stop_reason == "budget of $0.03 spent ($0.0312)" and out.candidates == 2
     (note,) = [e for e in events if e["type"] == "note" and e["text"].startswith("no child")]
-    assert note["text"] == "no child from candidate #0: edit_file: `old` occurs 0 times in the parent (it must occur exactly once): 'NOT IN THE KERNEL'"
+    assert (
+        note["text"]
+        == "no child from candidate #0: edit_file: `old` occurs 0 times in the parent (it must occur exactly once): 'NOT IN THE KERNEL'"
+    )
     assert note["cost_usd"] == COST
 
 
@@ -109,13 +131,26 @@ def test_a_model_that_keeps_failing_ends_the_search(tmp_path: Path, server: Fake
 
 def test_the_prompt_shows_parent_and_inspirations_with_their_measured_results() -> None:
     def cand(i: int, speedup: float) -> Candidate:
-        ev = {"verdict": "pass", "task": "vector_add", "target": "trn2", "latency_us": 10.0 / speedup, "timing_source": "emulator-estimate",
-              "model_version": "v", "speedup": speedup, "baseline_latency_us": 10.0, "profile": {"summary": f"summary of #{i}"}}
+        ev = {
+            "verdict": "pass",
+            "task": "vector_add",
+            "target": "trn2",
+            "latency_us": 10.0 / speedup,
+            "timing_source": "emulator-estimate",
+            "model_version": "v",
+            "speedup": speedup,
+            "baseline_latency_us": 10.0,
+            "profile": {"summary": f"summary of #{i}"},
+        }
         return Candidate(i, "sha", [], "evolve", 0, 1, 0, "full", ev, speedup)
 
-    mutator = ModelMutator(model=type("M", (), {"name": "m"})(), task=get_task("vector_add"), target="trn2")  # opening() never calls the model
+    mutator = ModelMutator(
+        model=type("M", (), {"name": "m"})(), task=get_task("vector_add"), target="trn2"
+    )  # opening() never calls the model
     messages = mutator.opening(cand(3, 1.25), "PARENT CODE", [(cand(5, 2.0), "INSPIRATION CODE")])
     text = messages[1]["content"]
-    assert messages[0]["role"] == "system" and text.index("PARENT CODE") < text.index("## Inspiration: candidate #5") < text.index("INSPIRATION CODE")
+    assert messages[0]["role"] == "system" and text.index("PARENT CODE") < text.index("## Inspiration: candidate #5") < text.index(
+        "INSPIRATION CODE"
+    )
     assert "candidate #3 (cascade stage full):\nverdict: pass" in text and "speedup 1.250×" in text and "speedup 2.000×" in text
     assert "summary of #5" in text

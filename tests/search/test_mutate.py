@@ -12,7 +12,9 @@ from nkiagent.search.mutate import MutationRequest, TunableMutator, apply_edits
 from .test_search import DEMO
 
 SOURCE = Path(DEMO).read_text()  # TILE_COLS = 128 of [128, 256, 512, 1024]; ROWS_PER_PARTITION = 1 of [1, 2, 4]
-PARENT = Candidate(0, "sha", [], "evolve", 0, 0, 0, "full", {"verdict": "pass", "latency_us": 1.0, "profile": {"bottleneck": "memory-bound (DMA)"}}, 1.0)
+PARENT = Candidate(
+    0, "sha", [], "evolve", 0, 0, 0, "full", {"verdict": "pass", "latency_us": 1.0, "profile": {"bottleneck": "memory-bound (DMA)"}}, 1.0
+)
 
 
 def _values(src: str) -> dict[str, object]:
@@ -40,7 +42,9 @@ def test_crossover_copies_a_setting_from_an_inspiration() -> None:
     inspiration = Candidate(5, "sha5", [], "evolve", 1, 1, 0, "full", {"verdict": "pass"}, 2.0)
     whys = [TunableMutator().propose(MutationRequest(PARENT, SOURCE, [(inspiration, donor)], seed=s, temperature=0.0)) for s in range(10)]
     cross = [p for p in whys if p.why.startswith("crossover")]
-    assert cross and all(p.why == "crossover: TILE_COLS = 1024 from an inspiration" and _values(p.source or "")["TILE_COLS"] == 1024 for p in cross)
+    assert cross and all(
+        p.why == "crossover: TILE_COLS = 1024 from an inspiration" and _values(p.source or "")["TILE_COLS"] == 1024 for p in cross
+    )
 
 
 def test_a_parent_whose_neighbourhood_is_evaluated_gives_nothing() -> None:
@@ -48,7 +52,9 @@ def test_a_parent_whose_neighbourhood_is_evaluated_gives_nothing() -> None:
     everything = set()
     for tile in tunables[0].choices:
         for rows in tunables[1].choices:
-            everything.add(_sha(SOURCE.replace(tunables[0].text, tunables[0].line_with(tile)).replace(tunables[1].text, tunables[1].line_with(rows))))
+            everything.add(
+                _sha(SOURCE.replace(tunables[0].text, tunables[0].line_with(tile)).replace(tunables[1].text, tunables[1].line_with(rows)))
+            )
     p = TunableMutator().propose(MutationRequest(PARENT, SOURCE, seed=0, temperature=0.5, seen=everything))
     assert p.source is None and p.why == "no configuration near candidate 0 is left unevaluated"
     p = TunableMutator().propose(MutationRequest(PARENT, "X = 1\n", seed=0))
@@ -57,6 +63,9 @@ def test_a_parent_whose_neighbourhood_is_evaluated_gives_nothing() -> None:
 
 def test_edits_apply_in_order_and_refuse_ambiguity() -> None:
     assert apply_edits("a b a", [("edit_file", {"old": "b", "new": "c"}), ("edit_file", {"old": "c a", "new": "d"})]) == ("a d", "")
-    assert apply_edits("a b a", [("edit_file", {"old": "a", "new": "x"})]) == (None, "edit_file: `old` occurs 2 times in the parent (it must occur exactly once): 'a'")
+    assert apply_edits("a b a", [("edit_file", {"old": "a", "new": "x"})]) == (
+        None,
+        "edit_file: `old` occurs 2 times in the parent (it must occur exactly once): 'a'",
+    )
     assert apply_edits("x", [("write_file", {"content": "y"})]) == ("y", "")
     assert apply_edits("x", [("submit", {})]) == (None, "the search only applies edit_file and write_file, not submit")

@@ -24,7 +24,15 @@ DEMO = str(Path(nkiagent.agent.__file__).parent / "demo_kernels" / "vector_add.p
 
 
 def _cfg(strategy: str, **kw: object) -> SearchConfig:
-    base: dict[str, object] = {"task": TASK, "kernel": DEMO, "strategy": strategy, "max_candidates": 5, "workers": 2, "hidden": False, "cascade": False}
+    base: dict[str, object] = {
+        "task": TASK,
+        "kernel": DEMO,
+        "strategy": strategy,
+        "max_candidates": 5,
+        "workers": 2,
+        "hidden": False,
+        "cascade": False,
+    }
     return SearchConfig(**{**base, **kw})  # type: ignore[arg-type]
 
 

@@ -61,8 +61,17 @@ def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (bench / "kernels").mkdir()
     (bench / "reference" / "sqrt2_M256_N512_numpy_1.py").write_text(textwrap.dedent(REFERENCE))
     (bench / "kernels" / "sqrt2_M256_N512_0.py").write_text(textwrap.dedent(KERNEL))
-    summary = {"sqrt2": {"seed": "./seeds/sqrt2.yaml", "cases": {"1": {"values": {"M": 256, "N": 512},
-               "impls": [{"task": "./reference/sqrt2_M256_N512_numpy_1.py", "kernel": "./kernels/sqrt2_M256_N512_0.py"}]}}}}
+    summary = {
+        "sqrt2": {
+            "seed": "./seeds/sqrt2.yaml",
+            "cases": {
+                "1": {
+                    "values": {"M": 256, "N": 512},
+                    "impls": [{"task": "./reference/sqrt2_M256_N512_numpy_1.py", "kernel": "./kernels/sqrt2_M256_N512_0.py"}],
+                }
+            },
+        }
+    }
     (bench / "summary.json").write_text(json.dumps(summary))
     return tmp_path / "AccelOpt"
 

@@ -56,7 +56,9 @@ def model(tmp_path: Path) -> Path:
     return path
 
 
-def test_task_from_torch_module_uses_fixed_weights_and_valid_hidden_shapes(model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_task_from_torch_module_uses_fixed_weights_and_valid_hidden_shapes(
+    model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "tasks" / "gate.py"
     assert main(["task", "new", "--from", f"{model}:Gate", "--inputs", "x:512x256:float32", "--out", str(out)]) == 0
     assert f"wrote {out}" in capsys.readouterr().out
@@ -91,7 +93,9 @@ def test_kernel_for_a_user_numpy_function_passes_verification(model: Path, tmp_p
         (["--from", "missing.py:f", "--inputs", "x:4:float32"], "no such file: missing.py"),
     ],
 )
-def test_bad_input_is_a_usage_error_naming_the_problem(model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+def test_bad_input_is_a_usage_error_naming_the_problem(
+    model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
     argv = [a.replace("MODEL", str(model)) for a in argv]
     assert main(["task", "new", *argv, "--out", str(tmp_path / "t.py")]) == 2
     assert message in capsys.readouterr().err

@@ -66,7 +66,9 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
     base = tmp_path_factory.mktemp("trace-sessions")
     root = base / "sessions"
     ws1 = copy_demo_workspace("vector_add", base / "ws-tuner")
-    cfg = SessionConfig(task="vector_add", model="builtin/tuner", workspace=ws1, approve="auto", max_turns=3, verify_seeds=1, sessions_dir=root)
+    cfg = SessionConfig(
+        task="vector_add", model="builtin/tuner", workspace=ws1, approve="auto", max_turns=3, verify_seeds=1, sessions_dir=root
+    )
     tuner = drive(*start_session(cfg)).session.dir
 
     ws2 = copy_demo_workspace("vector_add", base / "ws-fake")
@@ -85,8 +87,16 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
                 Reply("Wider honest tiles.", [_write(KERNEL, honest_kernel())]),
                 Reply("Done.", [("submit", json.dumps({"path": KERNEL, "summary": "wider tiles"}))]),
             )
-            cfg2 = SessionConfig(task="vector_add", model="openai/test-model", workspace=ws2, approve="ask", max_turns=6, verify_seeds=1,
-                                 sessions_dir=root, api_base=srv.url)
+            cfg2 = SessionConfig(
+                task="vector_add",
+                model="openai/test-model",
+                workspace=ws2,
+                approve="ask",
+                max_turns=6,
+                verify_seeds=1,
+                sessions_dir=root,
+                api_base=srv.url,
+            )
             fake = drive(*start_session(cfg2), review=review).session.dir
     finally:
         if old_key is None:
@@ -99,13 +109,24 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
 #: A scripted session covering every kind of turn an RL export must credit: (answer, what it is)
 SCRIPT: list[tuple[dict[str, Any], str]] = [
     ({"content": "Read it first.", "tool_calls": [{"name": "read_file", "arguments": {"path": KERNEL}}]}, "read"),
-    ({"content": "Wider tiles.", "tool_calls": [{"name": "edit_file", "arguments": {"path": KERNEL, "old": "TILE_COLS = 128", "new": "TILE_COLS = 512"}}]},
-     "edit"),
+    (
+        {
+            "content": "Wider tiles.",
+            "tool_calls": [{"name": "edit_file", "arguments": {"path": KERNEL, "old": "TILE_COLS = 128", "new": "TILE_COLS = 512"}}],
+        },
+        "edit",
+    ),
     ({"content": "Check again.", "tool_calls": [{"name": "evaluate", "arguments": {"path": KERNEL}}]}, "redundant evaluation"),
-    ({"content": "Rewrite.", "tool_calls": [{"name": "write_file", "arguments": {"path": KERNEL, "content": "def kernel(:\n"}}]}, "compile failure"),
+    (
+        {"content": "Rewrite.", "tool_calls": [{"name": "write_file", "arguments": {"path": KERNEL, "content": "def kernel(:\n"}}]},
+        "compile failure",
+    ),
     ({"content": "Whole rows.", "tool_calls": [{"name": "write_file", "arguments": {"path": KERNEL, "content": "HONEST"}}]}, "rewrite"),
     ({"content": "Faster still.", "tool_calls": [{"name": "write_file", "arguments": {"path": KERNEL, "content": "CHEAT"}}]}, "cheat"),
-    ({"content": "Tweak.", "tool_calls": [{"name": "edit_file", "arguments": {"path": KERNEL, "old": "NOT IN THE FILE", "new": "x"}}]}, "failed edit"),
+    (
+        {"content": "Tweak.", "tool_calls": [{"name": "edit_file", "arguments": {"path": KERNEL, "old": "NOT IN THE FILE", "new": "x"}}]},
+        "failed edit",
+    ),
     ({"content": "Shell.", "tool_calls": [{"name": "run_shell", "arguments": {"cmd": "ls"}}]}, "unknown tool"),
     ({"content": "Done.", "tool_calls": [{"name": "submit", "arguments": {"path": KERNEL, "summary": "whole rows"}}]}, "submit"),
 ]
@@ -127,7 +148,14 @@ def scripted(tmp_path_factory: pytest.TempPathFactory) -> Path:
         lines.append(json.dumps(turn))
     script.write_text("\n".join(lines) + "\n")
     ws = copy_demo_workspace("vector_add", base / "ws")
-    cfg = SessionConfig(task="vector_add", model=f"scripted:{script}", workspace=ws, approve="auto", max_turns=len(SCRIPT), verify_seeds=1,
-                        sessions_dir=base / "sessions")
+    cfg = SessionConfig(
+        task="vector_add",
+        model=f"scripted:{script}",
+        workspace=ws,
+        approve="auto",
+        max_turns=len(SCRIPT),
+        verify_seeds=1,
+        sessions_dir=base / "sessions",
+    )
     drive(*start_session(cfg))
     return base / "sessions"

@@ -58,7 +58,9 @@ def test_build_keeps_exactly_the_passing_distinct_kernels(source: Path, tmp_path
     assert dropped["f_cheat.py"].startswith("rejected: static gate [forbidden-import]")
     rows = [json.loads(line) for line in (out / "sft.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(openai_chat_errors(r) == [] for r in rows)
-    assert rows[0]["messages"][-1]["content"].startswith("```python\n") and "TILE_COLS = 1024" in rows[0]["messages"][-1]["content"]  # fastest first
+    assert (
+        rows[0]["messages"][-1]["content"].startswith("```python\n") and "TILE_COLS = 1024" in rows[0]["messages"][-1]["content"]
+    )  # fastest first
     card = (out / "README.md").read_text()
     assert "2 SFT rows from 2 kernels kept of 6 collected" in card and "| vector_add | 2 |" in card and "| near-duplicate | 1 |" in card
 
@@ -100,14 +102,18 @@ def test_balance_caps_tasks_and_lets_tasks_take_turns_per_level(tmp_path: Path) 
     from nkiagent.training.corpus import CorpusItem, balance
 
     add, silu = get_task("vector_add"), get_task("silu")
-    items = [CorpusItem(t, tmp_path / f"{t.name}{i}.py", "", evaluation={"latency_us": lat})
-             for t, i, lat in [(add, 0, 30.0), (add, 1, 10.0), (add, 2, 20.0), (silu, 0, 5.0), (silu, 1, 7.0)]]
+    items = [
+        CorpusItem(t, tmp_path / f"{t.name}{i}.py", "", evaluation={"latency_us": lat})
+        for t, i, lat in [(add, 0, 30.0), (add, 1, 10.0), (add, 2, 20.0), (silu, 0, 5.0), (silu, 1, 7.0)]
+    ]
     balance(items, CorpusOptions(max_per_task=2, max_per_level=3))
     kept = sorted(i.path.name for i in items if not i.dropped)
     assert kept == ["silu0.py", "silu1.py", "vector_add1.py"]  # both level 1: fastest of each task first, then the next round
     reasons = {i.path.name: i.dropped for i in items if i.dropped}
-    assert reasons == {"vector_add0.py": "balance: more than 2 kernels for task vector_add",
-                       "vector_add2.py": "balance: more than 3 kernels at level 1"}
+    assert reasons == {
+        "vector_add0.py": "balance: more than 2 kernels for task vector_add",
+        "vector_add2.py": "balance: more than 3 kernels at level 1",
+    }
 
 
 def test_nkibench_layout_is_a_corpus_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -121,8 +127,20 @@ def test_nkibench_layout_is_a_corpus_source(tmp_path: Path, monkeypatch: pytest.
     (bench / "kernels").mkdir()
     (bench / "reference" / "sqrt2_numpy_1.py").write_text(textwrap.dedent(REFERENCE))
     (bench / "kernels" / "sqrt2_0.py").write_text(textwrap.dedent(KERNEL))
-    (bench / "summary.json").write_text(json.dumps({"sqrt2": {"cases": {"1": {"values": {"M": 256, "N": 512}, "impls": [
-        {"task": "./reference/sqrt2_numpy_1.py", "kernel": "./kernels/sqrt2_0.py"}]}}}}))
+    (bench / "summary.json").write_text(
+        json.dumps(
+            {
+                "sqrt2": {
+                    "cases": {
+                        "1": {
+                            "values": {"M": 256, "N": 512},
+                            "impls": [{"task": "./reference/sqrt2_numpy_1.py", "kernel": "./kernels/sqrt2_0.py"}],
+                        }
+                    }
+                }
+            }
+        )
+    )
     rep = build_corpus(tmp_path / "AccelOpt", tmp_path / "c", CorpusOptions(seeds=1, hidden=False))
     (item,) = rep.kept
     assert item.task.name == "nkibench/sqrt2" and item.evaluation["speedup"] == 1.0  # the benchmark's own kernel is its baseline

@@ -32,8 +32,12 @@ def test_sessions_read_back_as_turns_with_the_right_labels(recorded: Recorded) -
     assert [t.turn for t in fake.turns] == [1, 2, 3, 4]
     assert [c.evaluation["verdict"] for c in fake.candidates] == ["rejected", "pass"]
     # the submit turn leaves the kernel as it was: no SFT weight
-    assert [(t.cheated, t.user_refused, fake.trainable(t)) for t in fake.turns] == [(True, False, False), (False, True, False),
-                                                                                  (False, False, True), (False, False, False)]
+    assert [(t.cheated, t.user_refused, fake.trainable(t)) for t in fake.turns] == [
+        (True, False, False),
+        (False, True, False),
+        (False, False, True),
+        (False, False, False),
+    ]
     rewards = fake.rewards(get_spec("gated-speedup"), 0.4)  # no verifier given: the turned-down proposal (never evaluated) is left out
     assert [t.turn for t, *_ in rewards] == [1, 3, 4]
     cheat_turn = rewards[0]
@@ -58,7 +62,10 @@ def test_openai_sft_validates_and_zero_weights_the_cheat_and_the_refused_edit(re
         assert set(edit["function"]["parameters"]["properties"]) == {"path", "old", "new"}  # the schema the session recorded
     fake = next(r for r in rows if "Wider honest tiles." in json.dumps(r))
     assert [(m["content"], m["weight"]) for m in _assistants(fake)] == [
-        (fake["messages"][2]["content"], 0), ("Trying another kernel.", 0), ("Wider honest tiles.", 1)]  # ends at the last trained turn
+        (fake["messages"][2]["content"], 0),
+        ("Trying another kernel.", 0),
+        ("Wider honest tiles.", 1),
+    ]  # ends at the last trained turn
     tuner = next(r for r in rows if r is not fake)
     assert [m["weight"] for m in _assistants(tuner)] == [0, 0, 1]
     last = _rows(recorded.root, "sft", "openai", last_turn_only=True)
@@ -98,7 +105,9 @@ def test_trl_and_sharegpt_rows_load_with_datasets(recorded: Recorded, tmp_path: 
     conv = next(r for r in share if r["turn"] == 3 and r["task"] == "vector_add" and "openai" in r["model"])["conversations"]
     assert [c["from"] for c in conv] == ["human", "function_call", "observation", "function_call", "observation", "function_call"]
     assert json.loads(conv[-1]["value"])["name"] == "write_file"
-    ds2 = load_dataset("json", data_files=str(write_rows(share, tmp_path / "share.jsonl")), split="train", cache_dir=str(tmp_path / "hf-cache"))
+    ds2 = load_dataset(
+        "json", data_files=str(write_rows(share, tmp_path / "share.jsonl")), split="train", cache_dir=str(tmp_path / "hf-cache")
+    )
     assert set(ds2.column_names) >= {"conversations", "system", "tools"}
 
 
@@ -147,7 +156,9 @@ def test_trl_grpo_rows_have_prompt_and_reward_kwargs(recorded: Recorded, tmp_pat
     from datasets import load_dataset
 
     rows = _rows(recorded.root, "rl", "trl-grpo")
-    ds = load_dataset("json", data_files=str(write_rows(rows, tmp_path / "grpo.jsonl")), split="train", cache_dir=str(tmp_path / "hf-cache"))
+    ds = load_dataset(
+        "json", data_files=str(write_rows(rows, tmp_path / "grpo.jsonl")), split="train", cache_dir=str(tmp_path / "hf-cache")
+    )
     assert {"prompt", "task", "target", "reward", "return"} <= set(ds.column_names)
     assert max(r["reward"] for r in rows if r["outcome"] == "rejected") < 0
 
@@ -160,8 +171,10 @@ def test_dpo_pairs_prefer_honest_faster_kernels(recorded: Recorded) -> None:
     cheat_pair = next(r for r in trl if r["rejected_outcome"] == "rejected")
     # both sides are whole kernels answering the earlier turn's prompt: no prose about measurements that prompt never showed
     chosen = cheat_pair["chosen"][0]["tool_calls"][0]["function"]
-    assert cheat_pair["chosen_outcome"] == "pass" and chosen["name"] == "write_file" and "TILE_COLS = 1024" in chosen["arguments"]["content"]
-    assert cheat_pair["prompt"][-1]["role"] == "user" and cheat_pair["chosen"][0]["content"] == "" 
+    assert (
+        cheat_pair["chosen_outcome"] == "pass" and chosen["name"] == "write_file" and "TILE_COLS = 1024" in chosen["arguments"]["content"]
+    )
+    assert cheat_pair["prompt"][-1]["role"] == "user" and cheat_pair["chosen"][0]["content"] == ""
     assert all(r["chosen_outcome"] != "rejected" for r in trl)
     for r in trl:
         if r["chosen_outcome"] == r["rejected_outcome"] == "pass":
@@ -172,8 +185,23 @@ def test_hf_folder_loads_and_its_card_describes_it(recorded: Recorded, tmp_path:
     from datasets import load_dataset
 
     out = tmp_path / "hf"
-    code = main(["export", "rl", "--sessions", str(recorded.root), "--format", "steps", "--out", str(tmp_path / "steps.jsonl"),
-                 "--hf", str(out), "--reward", "log-speedup", "--json"])
+    code = main(
+        [
+            "export",
+            "rl",
+            "--sessions",
+            str(recorded.root),
+            "--format",
+            "steps",
+            "--out",
+            str(tmp_path / "steps.jsonl"),
+            "--hf",
+            str(out),
+            "--reward",
+            "log-speedup",
+            "--json",
+        ]
+    )
     assert code == 0
     dd = load_dataset(str(out), cache_dir=str(tmp_path / "hf-cache"))  # a fresh cache: never a stale copy
     lines = (tmp_path / "steps.jsonl").read_text().splitlines()
@@ -191,8 +219,10 @@ def test_hf_folder_loads_and_its_card_describes_it(recorded: Recorded, tmp_path:
 def test_parquet_schema_keeps_columns_the_first_row_lacks(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
-    rows = [{"turn": 1, "speedup": None, "prompt": [{"role": "user", "content": "a"}]},
-            {"turn": 2, "speedup": 1.5, "extra": "only here", "prompt": [{"role": "user", "content": "b", "name": "x"}]}]
+    rows = [
+        {"turn": 1, "speedup": None, "prompt": [{"role": "user", "content": "a"}]},
+        {"turn": 2, "speedup": 1.5, "extra": "only here", "prompt": [{"role": "user", "content": "b", "name": "x"}]},
+    ]
     table = pq.read_table(write_rows(rows, tmp_path / "x.parquet"))
     assert table.schema.field("speedup").type == "double" and table.schema.field("turn").type == "int64"
     assert table.to_pylist()[1]["extra"] == "only here" and table.to_pylist()[1]["prompt"][0]["name"] == "x"
@@ -214,7 +244,9 @@ def test_filters_dedup_and_held_out_tasks(recorded: Recorded, tmp_path: Path) ->
     fast = export_sessions(root, "sft", "openai", ExportOptions(min_speedup=1.2, verdict="pass"))
     assert len(fast.rows) == 1 and fast.stats["skipped_below_min_speedup"] == 1 and fast.stats["duplicates"] == 1
     assert "Wider honest tiles." in json.dumps(fast.rows[0])
-    by_source = {src: export_sessions(root, "sft", "openai", ExportOptions(timing_source=src)) for src in ("emulator-estimate", "neuron-profile")}
+    by_source = {
+        src: export_sessions(root, "sft", "openai", ExportOptions(timing_source=src)) for src in ("emulator-estimate", "neuron-profile")
+    }
     assert len(by_source["emulator-estimate"].rows) == 2 and by_source["neuron-profile"].rows == []
     assert by_source["neuron-profile"].stats["skipped_timing_source"] == 3
 
@@ -229,9 +261,19 @@ def test_cli_export_validates_and_reports(recorded: Recorded, tmp_path: Path, ca
 
 
 def test_schema_check_catches_what_openai_rejects() -> None:
-    good = {"messages": [{"role": "user", "content": "hi"},
-                         {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}], "weight": 1},
-                         {"role": "tool", "tool_call_id": "c", "content": "ok"}, {"role": "assistant", "content": "done", "weight": 0}]}
+    good = {
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+                "weight": 1,
+            },
+            {"role": "tool", "tool_call_id": "c", "content": "ok"},
+            {"role": "assistant", "content": "done", "weight": 0},
+        ]
+    }
     assert openai_chat_errors(good) == []
     bad_args = json.loads(json.dumps(good))
     bad_args["messages"][1]["tool_calls"][0]["function"]["arguments"] = {}
@@ -254,18 +296,46 @@ def _search_session(root: Path) -> Path:
 
     s = SessionStore(root).create({"task": "vector_add", "model": "openai/m", "strategy": "best-of-n", "target": "trn2"})
     s.append("session_start", task="vector_add", model="openai/m", target="trn2", approve="auto", kernel_path="kernels/vector_add.py")
-    kids = [("start", [], {"verdict": "pass", "compiled": True, "speedup": 1.0, "latency_us": 100.0}),
-            ("slower", [0], {"verdict": "pass", "compiled": True, "speedup": 0.8, "latency_us": 125.0}),
-            ("faster", [0], {"verdict": "pass", "compiled": True, "speedup": 1.6, "latency_us": 62.5}),
-            ("cheat", [0], {"verdict": "rejected", "compiled": True, "speedup": None, "latency_us": None}),
-            ("noise", [0], {"verdict": "pass", "compiled": True, "speedup": 1.605, "latency_us": 62.3})]
+    kids = [
+        ("start", [], {"verdict": "pass", "compiled": True, "speedup": 1.0, "latency_us": 100.0}),
+        ("slower", [0], {"verdict": "pass", "compiled": True, "speedup": 0.8, "latency_us": 125.0}),
+        ("faster", [0], {"verdict": "pass", "compiled": True, "speedup": 1.6, "latency_us": 62.5}),
+        ("cheat", [0], {"verdict": "rejected", "compiled": True, "speedup": None, "latency_us": None}),
+        ("noise", [0], {"verdict": "pass", "compiled": True, "speedup": 1.605, "latency_us": 62.3}),
+    ]
     for i, (name, parents, ev) in enumerate(kids):
         sha = s.save_kernel(f"# kernel {name}\n")
-        turn = {"content": f"try {name}", "tool_calls": [{"id": "e0", "type": "function",
-                                                           "function": {"name": "edit_file", "arguments": json.dumps({"path": "k.py", "old": "start", "new": name})}}],
-                "model": "openai/m", "usage": {"cost_usd": 0.0}} if parents else None
-        s.append("candidate", candidate_id=i, code_sha256=sha, parents=parents, strategy="best-of-n", island=0, generation=1 if parents else 0,
-                 turn=1 if parents else 0, stage="full", model_turn=turn, evaluation={**ev, "code_sha256": sha}, reward=0.0, verdict=ev["verdict"])
+        turn = (
+            {
+                "content": f"try {name}",
+                "tool_calls": [
+                    {
+                        "id": "e0",
+                        "type": "function",
+                        "function": {"name": "edit_file", "arguments": json.dumps({"path": "k.py", "old": "start", "new": name})},
+                    }
+                ],
+                "model": "openai/m",
+                "usage": {"cost_usd": 0.0},
+            }
+            if parents
+            else None
+        )
+        s.append(
+            "candidate",
+            candidate_id=i,
+            code_sha256=sha,
+            parents=parents,
+            strategy="best-of-n",
+            island=0,
+            generation=1 if parents else 0,
+            turn=1 if parents else 0,
+            stage="full",
+            model_turn=turn,
+            evaluation={**ev, "code_sha256": sha},
+            reward=0.0,
+            verdict=ev["verdict"],
+        )
     s.close()
     return s.dir
 
@@ -276,14 +346,23 @@ def test_search_siblings_become_preference_pairs_and_rl_rows(tmp_path: Path) -> 
     pairs = _rows(root, "dpo", "trl")
     got = {(p["chosen"][0]["content"], p["rejected"][0]["content"]) for p in pairs}
     # siblings of #0: faster > slower > cheat; noise is within 1% of faster, so that pair is a tie and dropped
-    assert got == {("try faster", "try slower"), ("try slower", "try cheat"), ("try faster", "try cheat"), ("try noise", "try slower"),
-                   ("try noise", "try cheat")}
+    assert got == {
+        ("try faster", "try slower"),
+        ("try slower", "try cheat"),
+        ("try faster", "try cheat"),
+        ("try noise", "try slower"),
+        ("try noise", "try cheat"),
+    }
     assert all("# kernel start" in p["prompt"][0]["content"] for p in pairs)  # the parent's code is the shared prompt
     openai = _rows(root, "dpo", "openai")
     assert len(openai) == 5 and all(openai_preference_errors(r) == [] for r in openai)
     steps = _rows(root, "rl", "steps")
     assert [(r["completion"]["content"], r["outcome"], r["reward"]) for r in steps] == [
-        ("try slower", "pass", 1.1), ("try faster", "pass", 1.9), ("try cheat", "rejected", -1.0), ("try noise", "pass", 1.905)]
+        ("try slower", "pass", 1.1),
+        ("try faster", "pass", 1.9),
+        ("try cheat", "rejected", -1.0),
+        ("try noise", "pass", 1.905),
+    ]
     assert steps[2]["weight"] == 0 and steps[2]["return"] == -1.0
 
 

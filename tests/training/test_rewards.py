@@ -11,8 +11,17 @@ from hypothesis import strategies as st
 
 from nkiagent.training.rewards import OUTCOMES, discounted_returns, get_spec, outcome_of
 
-SPECS = ["gated-speedup", "tiered", "log-speedup", "sol", "weighted", "gated-speedup:cap=3", "log-speedup:lo=-1,hi=3",
-         "weighted:compiles=0.1,correct=0.2,speedup=2,fraction_of_peak=0.5,cap=5", "weighted:speedup=1"]
+SPECS = [
+    "gated-speedup",
+    "tiered",
+    "log-speedup",
+    "sol",
+    "weighted",
+    "gated-speedup:cap=3",
+    "log-speedup:lo=-1,hi=3",
+    "weighted:compiles=0.1,correct=0.2,speedup=2,fraction_of_peak=0.5,cap=5",
+    "weighted:speedup=1",
+]
 
 speedups = st.one_of(st.none(), st.floats(min_value=0.0, max_value=1e12), st.just(float("nan")), st.just(float("inf")))
 fractions = st.one_of(st.none(), st.floats(min_value=-5.0, max_value=5.0))
@@ -21,9 +30,14 @@ fractions = st.one_of(st.none(), st.floats(min_value=-5.0, max_value=5.0))
 @st.composite
 def evaluation(draw: st.DrawFn, verdict: str, compiled: bool | None = None) -> dict[str, Any]:
     """An evaluation dict as the verifier writes it, with adversarial numbers (a cheat may claim any speedup)."""
-    return {"verdict": verdict, "compiled": draw(st.booleans()) if compiled is None else compiled,
-            "correct": verdict == "pass", "speedup": draw(speedups), "fraction_of_peak": draw(fractions),
-            "latency_us": draw(st.one_of(st.none(), st.floats(min_value=0, max_value=1e6)))}
+    return {
+        "verdict": verdict,
+        "compiled": draw(st.booleans()) if compiled is None else compiled,
+        "correct": verdict == "pass",
+        "speedup": draw(speedups),
+        "fraction_of_peak": draw(fractions),
+        "latency_us": draw(st.one_of(st.none(), st.floats(min_value=0, max_value=1e6))),
+    }
 
 
 @pytest.mark.parametrize("name", SPECS)

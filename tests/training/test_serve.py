@@ -42,8 +42,24 @@ def server() -> Iterator[RewardServer]:
 def test_a_batch_of_32_completions_gets_the_right_rewards(server: RewardServer) -> None:
     kinds: list[tuple[str, Any, float | None]] = [
         ("baseline", _fence(baseline_kernel()), 1.3),  # speedup exactly 1 over itself: 0.3 + 1
-        ("fast", {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c", "type": "function", "function": {"name": "write_file", "arguments": json.dumps({"path": "kernels/vector_add.py", "content": honest_kernel()})}}]}, None),
+        (
+            "fast",
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c",
+                        "type": "function",
+                        "function": {
+                            "name": "write_file",
+                            "arguments": json.dumps({"path": "kernels/vector_add.py", "content": honest_kernel()}),
+                        },
+                    }
+                ],
+            },
+            None,
+        ),
         ("wrong", [{"role": "user", "content": "go"}, {"role": "assistant", "content": _fence(wrong_kernel())}], 0.0),
         ("cheat", _fence(cheat_kernel()), -1.0),
         ("syntax", "```python\ndef kernel(:\n```", -0.5),
@@ -58,23 +74,35 @@ def test_a_batch_of_32_completions_gets_the_right_rewards(server: RewardServer) 
             assert res["verdict"] == "pass" and res["speedup"] > 1.2 and reward == pytest.approx(0.3 + res["speedup"])
         else:
             assert reward == expected, (name, res)
-        assert res["outcome"] == {"baseline": "pass", "fast": "pass", "wrong": "wrong", "cheat": "rejected", "syntax": "compile_fail",
-                                  "prose": "compile_fail"}[name]
+        assert (
+            res["outcome"]
+            == {
+                "baseline": "pass",
+                "fast": "pass",
+                "wrong": "wrong",
+                "cheat": "rejected",
+                "syntax": "compile_fail",
+                "prose": "compile_fail",
+            }[name]
+        )
     cheat = out["results"][3]
     assert cheat["verdict"] == "rejected" and any("forbidden-import" in r for r in cheat["reasons"])
     assert out["results"][0]["timing_source"] == "emulator-estimate"
     assert len(server.scorer._cache) == 5  # five distinct kernels verified once each, whatever the batch size
 
 
-@pytest.mark.parametrize(("body", "status", "message"), [
-    (b"{not json", 400, "body is not valid JSON"),
-    ({"items": []}, 400, '"items" must be a non-empty list'),
-    ({"items": [{"completion": "x", "task": "no_such_task"}]}, 400, "items[0]: unknown task 'no_such_task'"),
-    ({"items": [{"completion": 5, "task": "vector_add"}]}, 400, "items[0].completion must be text, a message or a list of messages"),
-    ({"items": [{"completion": "x"}]}, 400, "items[0] names no task"),
-    ({"items": [{"completion": "x", "task": "vector_add", "target": "trn9"}]}, 400, "items[0].target must be trn1, trn2 or trn3"),
-    ([1, 2], 400, "body must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        (b"{not json", 400, "body is not valid JSON"),
+        ({"items": []}, 400, '"items" must be a non-empty list'),
+        ({"items": [{"completion": "x", "task": "no_such_task"}]}, 400, "items[0]: unknown task 'no_such_task'"),
+        ({"items": [{"completion": 5, "task": "vector_add"}]}, 400, "items[0].completion must be text, a message or a list of messages"),
+        ({"items": [{"completion": "x"}]}, 400, "items[0] names no task"),
+        ({"items": [{"completion": "x", "task": "vector_add", "target": "trn9"}]}, 400, "items[0].target must be trn1, trn2 or trn3"),
+        ([1, 2], 400, "body must be a JSON object"),
+    ],
+)
 def test_malformed_requests_get_a_4xx_with_a_message(server: RewardServer, body: Any, status: int, message: str) -> None:
     got, out = _post(server.url + "/score", body if isinstance(body, bytes) else json.dumps(body).encode())
     assert got == status and message in out["error"]
@@ -96,12 +124,33 @@ def test_kernel_env_steps_through_the_real_tools_and_verifier() -> None:
         o, r, done, info = env.step(_fence(honest_kernel()))
         sp = info["evaluation"]["speedup"]
         assert info["outcome"] == "pass" and r == pytest.approx(0.3 + sp) and not done and "verdict: pass" in o["messages"][0]["content"]
-        call = {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "r1", "type": "function", "function": {"name": "read_file", "arguments": json.dumps({"path": "kernels/vector_add.py"})}}]}
+        call = {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "r1",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": json.dumps({"path": "kernels/vector_add.py"})},
+                }
+            ],
+        }
         o, r, done, info = env.step(call)
         assert r == 0.0 and info["outcome"] == "unchanged" and "TILE_COLS = 1024" in o["messages"][0]["content"]
-        cheat = {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "w1", "type": "function", "function": {"name": "write_file", "arguments": json.dumps({"path": "kernels/vector_add.py", "content": cheat_kernel()})}}]}
+        cheat = {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "w1",
+                    "type": "function",
+                    "function": {
+                        "name": "write_file",
+                        "arguments": json.dumps({"path": "kernels/vector_add.py", "content": cheat_kernel()}),
+                    },
+                }
+            ],
+        }
         o, r, done, info = env.step(cheat)
         assert r == -1.0 and info["outcome"] == "rejected" and done  # third step: max_turns reached
         with pytest.raises(RuntimeError, match="the episode is over"):
@@ -171,11 +220,17 @@ def test_oversize_and_deeply_nested_bodies_get_a_4xx_fast(server: RewardServer) 
     assert time.monotonic() - t0 < 10 and _health(server)["ok"]
 
 
-@pytest.mark.parametrize("completion", [
-    {"tool_calls": 5}, {"role": "assistant", "content": 5}, [{"role": 5}], [],
-    {"tool_calls": [{"function": {"name": "write_file", "arguments": "[1]"}}]},
-    {"tool_calls": [{"function": {"name": "edit_file", "arguments": {"path": "kernels/vector_add.py", "old": ["x"], "new": 1}}}]},
-])
+@pytest.mark.parametrize(
+    "completion",
+    [
+        {"tool_calls": 5},
+        {"role": "assistant", "content": 5},
+        [{"role": 5}],
+        [],
+        {"tool_calls": [{"function": {"name": "write_file", "arguments": "[1]"}}]},
+        {"tool_calls": [{"function": {"name": "edit_file", "arguments": {"path": "kernels/vector_add.py", "old": ["x"], "new": 1}}}]},
+    ],
+)
 def test_malformed_model_output_scores_as_a_failure_never_a_500(server: RewardServer, completion: Any) -> None:
     status, out = _post(server.url + "/score", {"task": "vector_add", "items": [{"completion": completion}]})
     assert status == 200 and out["rewards"] == [-0.5] and out["results"][0]["outcome"] in ("compile_fail", "tool_error")
@@ -200,8 +255,12 @@ def test_serve_reward_command_stops_on_sigterm_mid_request() -> None:
     import sys
     import threading
 
-    proc = subprocess.Popen([sys.executable, "-m", "nkiagent.cli", "serve-reward", "--port", "0", "--no-hidden", "--reward", "sol"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nkiagent.cli", "serve-reward", "--port", "0", "--no-hidden", "--reward", "sol"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -209,6 +268,7 @@ def test_serve_reward_command_stops_on_sigterm_mid_request() -> None:
         url = line.split(" at ")[1].split("/score")[0]
         status, out = _post(url + "/score", {"items": [{"completion": "no code", "task": "vector_add"}]})
         assert status == 200 and out["rewards"] == [-0.5]
+
         def verify_one() -> None:
             try:
                 _post(url + "/score", {"task": "vector_add", "items": [{"completion": _fence(baseline_kernel())}]})

@@ -14,7 +14,20 @@ from nkiagent.tui.app import Launch, NkiAgentApp
 from ..agent.fake_openai import FakeOpenAI, Reply
 from ..agent.test_loop import KERNEL, _repo
 
-__all__ = ["DRAFT_PATH", "KERNEL", "KERNEL_PATH", "NEW3", "SIZE", "idle", "launch", "request_text", "submit_reply", "wait_for", "workspace", "write_reply"]
+__all__ = [
+    "DRAFT_PATH",
+    "KERNEL",
+    "KERNEL_PATH",
+    "NEW3",
+    "SIZE",
+    "idle",
+    "launch",
+    "request_text",
+    "submit_reply",
+    "wait_for",
+    "workspace",
+    "write_reply",
+]
 
 SIZE = (120, 40)
 KERNEL_PATH = "kernels/vector_add.py"
@@ -39,8 +52,15 @@ def workspace(tmp_path: Path) -> Path:
 
 def launch(ws: Path, srv: FakeOpenAI, **kw: object) -> Launch:
     """A session on vector_add through the fake OpenAI server, reviews asked, the cheap verifier (1 seed)."""
-    opts: dict[str, object] = {"task": "vector_add", "model": "openai/fake-model", "api_base": srv.url, "approve": "ask", "verify_seeds": 1,
-                               "max_turns": 6, **kw}
+    opts: dict[str, object] = {
+        "task": "vector_add",
+        "model": "openai/fake-model",
+        "api_base": srv.url,
+        "approve": "ask",
+        "verify_seeds": 1,
+        "max_turns": 6,
+        **kw,
+    }
     return Launch(workspace=ws, **opts)  # type: ignore[arg-type]
 
 

@@ -24,7 +24,11 @@ from nkiagent.tui.widgets import ProfileView, VerdictCard
 from ..agent.fake_openai import FakeOpenAI
 from .helpers import DRAFT_PATH, KERNEL, KERNEL_PATH, NEW3, SIZE, idle, launch, request_text, submit_reply, wait_for, workspace, write_reply
 
-pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")]
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning"),
+]
 
 
 @pytest.fixture
@@ -196,7 +200,7 @@ async def test_cancel_while_the_model_streams_keeps_the_session_and_records_no_m
     srv.push(slow, write_reply(NEW3, path=DRAFT_PATH), submit_reply(DRAFT_PATH))
     app = NkiAgentApp(launch(ws, srv))
     async with app.run_test(size=SIZE) as pilot:
-        streaming = lambda: any("Thinking it over." in str(md.source) for md in app.conversation.query(Markdown))  # noqa: E731
+        streaming = lambda: any("Thinking it over." in str(md.source) for md in app.conversation.query(Markdown))
         await wait_for(pilot, streaming, what="the model's answer to start streaming")
         await pilot.press("ctrl+c")
         await wait_for(pilot, idle(app), what="the cancelled turn to stop")

@@ -60,12 +60,16 @@ async def test_search_command_shows_progress_leaderboard_and_islands(tmp_path: P
         islands = view.query_one("#island-table", DataTable)
         per_island = {i: sum(1 for r in rows if r[1] == i) for i in {r[1] for r in rows}}
         assert islands.display and islands.row_count == len(per_island) >= 2
-        assert {islands.get_row_at(k)[0]: int(islands.get_row_at(k)[1]) for k in range(islands.row_count)} == {str(i): n for i, n in per_island.items()}
+        assert {islands.get_row_at(k)[0]: int(islands.get_row_at(k)[1]) for k in range(islands.row_count)} == {
+            str(i): n for i, n in per_island.items()
+        }
 
         progress = str(view.query_one("#search-progress", Static).render())
         assert "6/6 candidates" in progress and f"best {db_best:.3f}×" in progress
         notes = [str(s.render()) for s in app.conversation.query(Static)]
-        assert any(f"search max candidates (6) evaluated: 6 candidates, best {db_best:.3f}×; session {app.search_dir.name}" in n for n in notes)
+        assert any(
+            f"search max candidates (6) evaluated: 6 candidates, best {db_best:.3f}×; session {app.search_dir.name}" in n for n in notes
+        )
 
 
 async def test_ctrl_c_stops_the_search_and_keeps_what_it_recorded(tmp_path: Path) -> None:

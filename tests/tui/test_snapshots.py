@@ -38,27 +38,62 @@ def _ev(seq: int, type_: str, **fields: Any) -> dict[str, Any]:
 
 def session_events() -> list[dict[str, Any]]:
     """Two turns of a session: read, then an edit partly accepted, evaluated and kept as a candidate."""
-    result = {"verdict": "pass", "task": "vector_add", "target": "trn2", "reasons": [], "latency_us": 80.367, "timing_source": "emulator-estimate",
-              "baseline_latency_us": 106.503, "speedup": 1.3252, "sol_latency_us": 69.519, "fraction_of_peak": 0.865,
-              "profile": {k: PROFILE[k] for k in ("engines", "bottleneck", "hbm_read_bytes", "hbm_write_bytes", "dma_count", "flops", "advice")}}
+    result = {
+        "verdict": "pass",
+        "task": "vector_add",
+        "target": "trn2",
+        "reasons": [],
+        "latency_us": 80.367,
+        "timing_source": "emulator-estimate",
+        "baseline_latency_us": 106.503,
+        "speedup": 1.3252,
+        "sol_latency_us": 69.519,
+        "fraction_of_peak": 0.865,
+        "profile": {k: PROFILE[k] for k in ("engines", "bottleneck", "hbm_read_bytes", "hbm_write_bytes", "dma_count", "flops", "advice")},
+    }
     events: list[tuple[str, dict[str, Any]]] = [
-        ("session_start", {"task": "vector_add", "model": "openai/gpt-test", "target": "trn2", "approve": "ask", "kernel_path": KERNEL_PATH}),
+        (
+            "session_start",
+            {"task": "vector_add", "model": "openai/gpt-test", "target": "trn2", "approve": "ask", "kernel_path": KERNEL_PATH},
+        ),
         ("model_request", {"turn": 1, "model": "openai/gpt-test"}),
-        ("model_response", {"turn": 1, "message": {"role": "assistant", "content": "Let me read the kernel first: the **DMA** tiles look narrow."},
-                            "usage": {"prompt_tokens": 1840, "completion_tokens": 52, "cost_usd": 0.0061}}),
+        (
+            "model_response",
+            {
+                "turn": 1,
+                "message": {"role": "assistant", "content": "Let me read the kernel first: the **DMA** tiles look narrow."},
+                "usage": {"prompt_tokens": 1840, "completion_tokens": 52, "cost_usd": 0.0061},
+            },
+        ),
         ("tool_call", {"turn": 1, "id": "c1", "name": "read_file", "arguments": {"path": KERNEL_PATH}}),
         ("tool_result", {"id": "c1", "name": "read_file", "ok": True, "content": "   1  import nki\n   2  ..."}),
         ("model_request", {"turn": 2, "model": "openai/gpt-test"}),
-        ("model_response", {"turn": 2, "message": {"role": "assistant", "content": "Wider column tiles (`COLS = 512`) and four rows per partition."},
-                            "usage": {"prompt_tokens": 2310, "completion_tokens": 240, "cost_usd": 0.0094}}),
+        (
+            "model_response",
+            {
+                "turn": 2,
+                "message": {"role": "assistant", "content": "Wider column tiles (`COLS = 512`) and four rows per partition."},
+                "usage": {"prompt_tokens": 2310, "completion_tokens": 240, "cost_usd": 0.0094},
+            },
+        ),
         ("tool_call", {"turn": 2, "id": "c2", "name": "write_file", "arguments": {"path": KERNEL_PATH, "content": "…"}}),
         ("tool_result", {"id": "c2", "name": "write_file", "ok": True, "content": f"proposed a new version of {KERNEL_PATH}"}),
         ("edit_proposed", {"turn": 2, "path": KERNEL_PATH, "diff": "", "hunks": 3, "tool_call_id": "c2"}),
-        ("review_decision", {"turn": 2, "path": KERNEL_PATH, "mode": "ask",
-                             "decision": {"action": "partial", "accepted": [1, 3], "rejected": [2], "feedback": "keep nl.add"}}),
+        (
+            "review_decision",
+            {
+                "turn": 2,
+                "path": KERNEL_PATH,
+                "mode": "ask",
+                "decision": {"action": "partial", "accepted": [1, 3], "rejected": [2], "feedback": "keep nl.add"},
+            },
+        ),
         ("edit_applied", {"turn": 2, "path": KERNEL_PATH, "commit": "3f1c2a9e0b7d", "code_sha256": "ab" * 32, "action": "partial"}),
         ("evaluation", {"turn": 2, "path": KERNEL_PATH, "result": result}),
-        ("candidate", {"turn": 2, "path": KERNEL_PATH, "code_sha256": "ab" * 32, "verdict": "pass", "latency_us": 80.367, "speedup": 1.3252}),
+        (
+            "candidate",
+            {"turn": 2, "path": KERNEL_PATH, "code_sha256": "ab" * 32, "verdict": "pass", "latency_us": 80.367, "speedup": 1.3252},
+        ),
     ]
     return [_ev(i, t, **f) for i, (t, f) in enumerate(events)]
 

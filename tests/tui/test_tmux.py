@@ -50,14 +50,33 @@ def _until(tmux: Callable[..., subprocess.CompletedProcess[str]], cond: Callable
         time.sleep(0.2)
 
 
-def test_nkiagent_in_tmux_shows_the_diff_and_writes_the_accepted_file(tmp_path: Path, tmux: Callable[..., subprocess.CompletedProcess[str]]) -> None:
+def test_nkiagent_in_tmux_shows_the_diff_and_writes_the_accepted_file(
+    tmp_path: Path, tmux: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     ws = workspace(tmp_path)
     with FakeOpenAI(lifetime_s=240) as srv:
         srv.push(write_reply(NEW3, path=DRAFT_PATH), submit_reply(DRAFT_PATH))
-        env = {"OPENAI_API_KEY": "sk-test", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TERM": "xterm-256color",
-               "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-        cmd = [sys.executable, "-m", "nkiagent.cli", "--task", "vector_add", "--model", "openai/fake-model", "--api-base", srv.url,
-               "--workspace", str(ws), "--max-turns", "4"]
+        env = {
+            "OPENAI_API_KEY": "sk-test",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "TERM": "xterm-256color",
+            "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+        }
+        cmd = [
+            sys.executable,
+            "-m",
+            "nkiagent.cli",
+            "--task",
+            "vector_add",
+            "--model",
+            "openai/fake-model",
+            "--api-base",
+            srv.url,
+            "--workspace",
+            str(ws),
+            "--max-turns",
+            "4",
+        ]
         # no COLUMNS/LINES from this process (pytest's own terminal): the app must size itself from the pty
         shell = "env -u COLUMNS -u LINES " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + shlex.join(cmd)
         tmux("new-session", "-d", "-s", "ui", "-x", "120", "-y", "40", shell)

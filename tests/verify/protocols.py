@@ -15,10 +15,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from nkiagent.sandbox.launch import Limits
 from nkiagent.tasks.spec import Task
 from nkiagent.verify.inputs import InputCache
 from nkiagent.verify.protocol import VISIBLE_SEEDS
-from nkiagent.sandbox.launch import Limits
 from nkiagent.verify.verifier import VerifyOptions
 
 #: dimensions that cannot grow past the visible size: attention's head dim is already the partition count

@@ -25,9 +25,9 @@ import numpy as np
 import pytest
 
 from nkiagent.cli import main
+from nkiagent.sandbox.launch import Limits
 from nkiagent.tasks import get_task
 from nkiagent.verify.result import EvalResult
-from nkiagent.sandbox.launch import Limits
 from nkiagent.verify.verifier import verify
 
 from .protocols import assert_one_hidden_shape_is_larger_everywhere, protocol_for, release_inputs

@@ -118,7 +118,7 @@ def test_timing_only_profiles_say_when_they_are_not_faithful(exploit: Exploit, t
     task = get_task(exploit.task)
     inputs = ",".join(f"{s.name}:{'x'.join(map(str, s.resolve(task.dims)))}:{s.dtype}" for s in task.inputs)
     cmd = [sys.executable, "-m", "nkiagent.cli", "profile", str(exploit.path), "--inputs", inputs, "--target", "trn2", "--timing-only", "--json"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path, check=False)
     assert out.returncode == 0, out.stderr
     prof = json.loads(out.stdout)
     assert prof["faithful"] is False and prof["unfaithful"][0].startswith(("a register loaded from a tensor", "a dynamic offset")), prof

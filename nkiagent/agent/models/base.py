@@ -17,8 +17,17 @@ class ModelError(RuntimeError):
     show it without the traceback.
     """
 
-    def __init__(self, model: str, provider: str, problem: str, *, status_code: int | None = None, attempts: int = 1,
-                 tools_rejected: bool = False, config: bool = False) -> None:
+    def __init__(
+        self,
+        model: str,
+        provider: str,
+        problem: str,
+        *,
+        status_code: int | None = None,
+        attempts: int = 1,
+        tools_rejected: bool = False,
+        config: bool = False,
+    ) -> None:
         super().__init__(f"{model} ({provider}): {problem}")
         self.model = model
         self.provider = provider
@@ -51,8 +60,10 @@ def tool_call(call_id: str, name: str, raw: str | dict[str, Any] | None) -> Tool
 
 def retry_text(event: dict[str, Any]) -> str:
     """The line a person sees before a retry (headless and UI alike), from a ``model_retry`` event."""
-    return (f"{event.get('model')}: {event.get('problem')}; retrying in {event.get('delay_s', 0):.1f} s "
-            f"(attempt {event.get('attempt')} of {event.get('attempts')}; ctrl+c cancels)")
+    return (
+        f"{event.get('model')}: {event.get('problem')}; retrying in {event.get('delay_s', 0):.1f} s "
+        f"(attempt {event.get('attempt')} of {event.get('attempts')}; ctrl+c cancels)"
+    )
 
 
 def wait_text(event: dict[str, Any]) -> str:

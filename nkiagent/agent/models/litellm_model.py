@@ -71,10 +71,22 @@ def prewarm() -> threading.Thread:
 class LiteLLMModel:
     """A chat model reached through litellm; see the module docstring for what it adds."""
 
-    def __init__(self, model: str, api_base: str | None = None, api_key: str | None = None, temperature: float | None = None,
-                 max_tokens: int | None = None, timeout_s: float = 60.0, num_retries: int = 3, stream: bool = True,
-                 tool_mode: Literal["auto", "text"] = "auto", backoff_s: float = 1.0, backoff_max_s: float = 30.0,
-                 api_key_env: str | None = None, transport: Literal["auto", "wire", "litellm"] = "auto") -> None:
+    def __init__(
+        self,
+        model: str,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        timeout_s: float = 60.0,
+        num_retries: int = 3,
+        stream: bool = True,
+        tool_mode: Literal["auto", "text"] = "auto",
+        backoff_s: float = 1.0,
+        backoff_max_s: float = 30.0,
+        api_key_env: str | None = None,
+        transport: Literal["auto", "wire", "litellm"] = "auto",
+    ) -> None:
         """``num_retries`` counts retries after the first attempt; backoff doubles from ``backoff_s`` up to ``backoff_max_s``.
 
         ``api_key_env`` names the environment variable that holds the key (else the provider's own variable
@@ -120,8 +132,13 @@ class LiteLLMModel:
         Raises :class:`ModelError`; sends nothing. For litellm providers this waits for litellm's import.
         """
         if self.api_key_env and not self.api_key:
-            raise ModelError(self.model, self.provider, f"the key variable {self.api_key_env} (api_key_env) is not set: "
-                             f"export {self.api_key_env}=… or change api_key_env in the config", config=True)
+            raise ModelError(
+                self.model,
+                self.provider,
+                f"the key variable {self.api_key_env} (api_key_env) is not set: "
+                f"export {self.api_key_env}=… or change api_key_env in the config",
+                config=True,
+            )
         if self.wire:
             return  # an OpenAI-compatible server: a key is optional (local servers need none)
         lm = _litellm()
@@ -130,8 +147,13 @@ class LiteLLMModel:
             return
         missing = [k for k in (lm.validate_environment(model=self.model) or {}).get("missing_keys", []) if k.endswith(("_KEY", "_TOKEN"))]
         if missing:
-            raise ModelError(self.model, self.provider, f"no API key: set {' or '.join(missing)}, or name the variable that holds it "
-                             "with --api-key-env (api_key_env in the config)", config=True)
+            raise ModelError(
+                self.model,
+                self.provider,
+                f"no API key: set {' or '.join(missing)}, or name the variable that holds it "
+                "with --api-key-env (api_key_env in the config)",
+                config=True,
+            )
 
     def complete(self, messages: list[Message], tools: list[dict[str, Any]], on_token: Callable[[str], None] | None = None) -> ModelTurn:
         """One assistant turn for ``messages``; raises :class:`ModelError` when retrying cannot help, :class:`TurnCancelled` on :meth:`cancel`."""
@@ -158,15 +180,27 @@ class LiteLLMModel:
         try:
             _, self.provider, _, _ = lm.get_llm_provider(self.model, api_base=self.api_base)
         except lm.BadRequestError as exc:
-            raise ModelError(self.model, self.provider, ("litellm does not know this provider; write the model as provider/name "
-                             f"(anthropic/…, openai/…, hosted_vllm/…, ollama_chat/…): {_detail(exc)}"), config=True) from exc
+            raise ModelError(
+                self.model,
+                self.provider,
+                (
+                    "litellm does not know this provider; write the model as provider/name "
+                    f"(anthropic/…, openai/…, hosted_vllm/…, ollama_chat/…): {_detail(exc)}"
+                ),
+                config=True,
+            ) from exc
         self._params = set(lm.get_supported_openai_params(model=self.model, custom_llm_provider=self.provider) or [])
         if "tools" not in self._params:
             self.text_mode = True
 
     def _kwargs(self, messages: list[Message], tools: list[dict[str, Any]]) -> dict[str, Any]:
-        kw: dict[str, Any] = {"model": self.model, "messages": _sendable(messages), "timeout": self.timeout_s, "stream": self.stream,
-                              "num_retries": 0}  # retries are ours (below); 0 also turns off the OpenAI client's
+        kw: dict[str, Any] = {
+            "model": self.model,
+            "messages": _sendable(messages),
+            "timeout": self.timeout_s,
+            "stream": self.stream,
+            "num_retries": 0,
+        }  # retries are ours (below); 0 also turns off the OpenAI client's
         optional = {"api_base": self.api_base, "api_key": self.api_key, "temperature": self.temperature, "max_tokens": self.max_tokens}
         kw.update({k: v for k, v in optional.items() if v is not None})
         if tools:
@@ -198,13 +232,21 @@ class LiteLLMModel:
                 retry, problem = _classify(lm, exc, self.timeout_s, self._key_hint())
                 status = getattr(exc, "status_code", None)
                 if tools and _rejects_tools(lm, exc):
-                    raise ModelError(self.model, self.provider, f"the server does not accept tools: {_detail(exc)}",
-                                     status_code=status, tools_rejected=True) from exc
+                    raise ModelError(
+                        self.model,
+                        self.provider,
+                        f"the server does not accept tools: {_detail(exc)}",
+                        status_code=status,
+                        tools_rejected=True,
+                    ) from exc
                 if not retry or attempt == attempts:
                     gave_up = f" (gave up after {attempt} attempts)" if retry and attempt > 1 else ""
-                    detail = "" if getattr(exc, "timeout", False) or (lm is not None and isinstance(exc, lm.Timeout)) else f": {_detail(exc)}"
-                    raise ModelError(self.model, self.provider, f"{problem}{gave_up}{detail}", status_code=status, attempts=attempt,
-                                     config=not retry) from exc
+                    detail = (
+                        "" if getattr(exc, "timeout", False) or (lm is not None and isinstance(exc, lm.Timeout)) else f": {_detail(exc)}"
+                    )
+                    raise ModelError(
+                        self.model, self.provider, f"{problem}{gave_up}{detail}", status_code=status, attempts=attempt, config=not retry
+                    ) from exc
                 delay = self._delay(attempt, exc)
                 self._status("retry", problem=problem, attempt=attempt + 1, attempts=attempts, delay_s=round(delay, 2))
                 if self._cancel.wait(delay):
@@ -262,8 +304,17 @@ class LiteLLMModel:
     def _wire(self, kwargs: dict[str, Any], on_token: Callable[[str], None] | None) -> ModelTurn:
         extra: dict[str, Any] = {k: kwargs[k] for k in ("temperature", "max_tokens") if k in kwargs}
         assert self.api_base is not None  # self.wire needs one
-        return wire.complete(self.api_base, self.model, kwargs["messages"], kwargs.get("tools", []), api_key=self.api_key,
-                             timeout_s=self.timeout_s, stream=self.stream, extra=extra, on_token=on_token)
+        return wire.complete(
+            self.api_base,
+            self.model,
+            kwargs["messages"],
+            kwargs.get("tools", []),
+            api_key=self.api_key,
+            timeout_s=self.timeout_s,
+            stream=self.stream,
+            extra=extra,
+            on_token=on_token,
+        )
 
     def _stream(self, lm: Any, kwargs: dict[str, Any], on_token: Callable[[str], None] | None) -> Any:
         """Stream the answer to ``on_token`` and rebuild the whole response; the timeout bounds the whole answer."""
@@ -278,7 +329,9 @@ class LiteLLMModel:
                 raise lm.Timeout(message=f"stream still running after {self.timeout_s:g} s", model=self.model, llm_provider=self.provider)
         response = lm.stream_chunk_builder(chunks, messages=kwargs["messages"])
         if response is None:
-            raise lm.APIConnectionError(message="the server closed the stream without an answer", model=self.model, llm_provider=self.provider)
+            raise lm.APIConnectionError(
+                message="the server closed the stream without an answer", model=self.model, llm_provider=self.provider
+            )
         return response
 
     def _delay(self, attempt: int, exc: Exception) -> float:
@@ -289,13 +342,19 @@ class LiteLLMModel:
     def _turn(self, lm: Any, response: Any) -> ModelTurn:
         choice = response.choices[0]
         msg = choice.message
-        calls: list[ToolCall] = [tool_call(tc.id or f"call_{self._turns}_{i}", tc.function.name or "", tc.function.arguments)
-                                 for i, tc in enumerate(msg.tool_calls or [])]
+        calls: list[ToolCall] = [
+            tool_call(tc.id or f"call_{self._turns}_{i}", tc.function.name or "", tc.function.arguments)
+            for i, tc in enumerate(msg.tool_calls or [])
+        ]
         usage = getattr(response, "usage", None)
         cost = _cost(lm, response)
-        return ModelTurn(content=msg.content or "", tool_calls=calls,
-                         usage=Usage(getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0, cost),
-                         model=getattr(response, "model", None) or self.model, finish_reason=choice.finish_reason or "")
+        return ModelTurn(
+            content=msg.content or "",
+            tool_calls=calls,
+            usage=Usage(getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0, cost),
+            model=getattr(response, "model", None) or self.model,
+            finish_reason=choice.finish_reason or "",
+        )
 
 
 def _sendable(messages: list[Message]) -> list[Message]:
@@ -304,6 +363,7 @@ def _sendable(messages: list[Message]) -> list[Message]:
     A malformed call is answered with an error and stays in the history; providers that parse the
     history (Anthropic, Bedrock) would then reject every later request of the session.
     """
+
     def fixed(call: dict[str, Any]) -> dict[str, Any]:
         fn = call.get("function") or {}
         if isinstance(fn.get("arguments"), str) and tool_call("", "", fn["arguments"]).error:

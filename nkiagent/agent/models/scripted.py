@@ -40,12 +40,17 @@ class ScriptedModel:
         """The script's next turn for this conversation; its content is streamed to ``on_token`` in one piece."""
         index = sum(1 for m in messages if m.get("role") == "assistant")
         if index >= len(self.turns):
-            raise ModelError(self.name, "scripted", f"the script {self.path} has {len(self.turns)} turns and the conversation asks for turn {index + 1}")
+            raise ModelError(
+                self.name, "scripted", f"the script {self.path} has {len(self.turns)} turns and the conversation asks for turn {index + 1}"
+            )
         turn = self.turns[index]
         content = turn.get("content") or ""
         if content and on_token is not None:
             on_token(content)
-        calls = [tool_call(c.get("id") or f"call_{index + 1}_{i}", c["name"], c.get("arguments")) for i, c in enumerate(turn.get("tool_calls") or [])]
+        calls = [
+            tool_call(c.get("id") or f"call_{index + 1}_{i}", c["name"], c.get("arguments"))
+            for i, c in enumerate(turn.get("tool_calls") or [])
+        ]
         return ModelTurn(content=content, tool_calls=calls, model=self.name, finish_reason="tool_calls" if calls else "stop")
 
 
@@ -68,7 +73,11 @@ def _load(path: Path) -> list[dict[str, Any]]:
         except ValueError as exc:
             raise ValueError(f"{path}:{n}: not JSON ({exc})") from None
         calls = turn.get("tool_calls") if isinstance(turn, dict) else None
-        if not isinstance(turn, dict) or not isinstance(calls or [], list) or not all(isinstance(c, dict) and isinstance(c.get("name"), str) for c in calls or []):
+        if (
+            not isinstance(turn, dict)
+            or not isinstance(calls or [], list)
+            or not all(isinstance(c, dict) and isinstance(c.get("name"), str) for c in calls or [])
+        ):
             raise ValueError(f'{path}:{n}: a turn is {{"content": str, "tool_calls": [{{"name": str, "arguments": object}}, ...]}}')
         turns.append(turn)
     if not turns:

@@ -55,8 +55,12 @@ __all__ = ["TEXT_CALL_ID", "instructions", "parse", "to_text_messages"]
 
 TEXT_CALL_ID = "text_"  #: prefix of ids of calls parsed from text: their blocks are already in the message content
 
-_BLOCK = re.compile(r"^(?P<fence>`{3,})(?P<kind>edit|write|submit|tool)\b[ \t]*(?P<arg>[^\n]*)\n(?P<body>.*?)^(?P=fence)[ \t]*$", re.MULTILINE | re.DOTALL)
-_SECTION = re.compile(r"^<{7}[ \t]*(?:OLD|SEARCH)[ \t]*\n(?P<old>.*?)^={7}[ \t]*\n(?P<new>.*?)^>{7}[ \t]*(?:NEW|REPLACE)[ \t]*$", re.MULTILINE | re.DOTALL)
+_BLOCK = re.compile(
+    r"^(?P<fence>`{3,})(?P<kind>edit|write|submit|tool)\b[ \t]*(?P<arg>[^\n]*)\n(?P<body>.*?)^(?P=fence)[ \t]*$", re.MULTILINE | re.DOTALL
+)
+_SECTION = re.compile(
+    r"^<{7}[ \t]*(?:OLD|SEARCH)[ \t]*\n(?P<old>.*?)^={7}[ \t]*\n(?P<new>.*?)^>{7}[ \t]*(?:NEW|REPLACE)[ \t]*$", re.MULTILINE | re.DOTALL
+)
 _BACKTICKS = re.compile(r"`{3,}")
 _TOOL_OF = {"edit": "edit_file", "write": "write_file", "submit": "submit", "tool": "tool"}
 
@@ -85,8 +89,13 @@ _TOOL = """To call any tool, with its arguments as a JSON object:
 def instructions(tools: list[dict[str, Any]]) -> str:
     """How to call ``tools`` (OpenAI tool schemas) in text; appended to the system message."""
     names = {t["function"]["name"] for t in tools}
-    lines = [("You cannot call tools directly in this session. To use a tool, write a fenced block in your reply; "
-              "the blocks are run in order after your reply and you get their results in the next message."), ""]
+    lines = [
+        (
+            "You cannot call tools directly in this session. To use a tool, write a fenced block in your reply; "
+            "the blocks are run in order after your reply and you get their results in the next message."
+        ),
+        "",
+    ]
     for name, how in (("edit_file", _EDIT), ("write_file", _WRITE), ("submit", _SUBMIT)):
         if name in names:
             lines += [how, ""]
@@ -143,7 +152,9 @@ def to_text_messages(messages: list[Message], tools: list[dict[str, Any]]) -> li
             blocks = [_render(c["function"]) for c in calls if not c.get("id", "").startswith(TEXT_CALL_ID)]
             out.append({"role": "assistant", "content": "\n\n".join(p for p in [m.get("content") or "", *blocks] if p)})
         elif m.get("role") == "tool":
-            out.append({"role": "user", "content": f"Result of {names.get(m.get('tool_call_id', ''), 'the tool')}:\n{m.get('content', '')}"})
+            out.append(
+                {"role": "user", "content": f"Result of {names.get(m.get('tool_call_id', ''), 'the tool')}:\n{m.get('content', '')}"}
+            )
         else:
             out.append(dict(m))
     if tools:

@@ -50,11 +50,25 @@ def litellm_loaded() -> bool:
     return mod is not None and not getattr(spec, "_initializing", False)
 
 
-def complete(api_base: str, model: str, messages: list[Message], tools: list[dict[str, Any]], *, api_key: str | None,
-             timeout_s: float, stream: bool, extra: dict[str, Any], on_token: Callable[[str], None] | None) -> ModelTurn:
+def complete(
+    api_base: str,
+    model: str,
+    messages: list[Message],
+    tools: list[dict[str, Any]],
+    *,
+    api_key: str | None,
+    timeout_s: float,
+    stream: bool,
+    extra: dict[str, Any],
+    on_token: Callable[[str], None] | None,
+) -> ModelTurn:
     """One chat completion; raises :class:`WireError` on any failure."""
-    body: dict[str, Any] = {"model": model.split("/", 1)[1] if model.split("/", 1)[0] in WIRE_PROVIDERS else model,
-                            "messages": messages, "stream": stream, **extra}
+    body: dict[str, Any] = {
+        "model": model.split("/", 1)[1] if model.split("/", 1)[0] in WIRE_PROVIDERS else model,
+        "messages": messages,
+        "stream": stream,
+        **extra,
+    }
     if tools:
         body["tools"] = tools
     if stream:
@@ -124,10 +138,15 @@ def _from_stream(events: Iterator[dict[str, Any]], model: str, on_token: Callabl
 def _from_message(doc: dict[str, Any], model: str) -> ModelTurn:
     choice = (doc.get("choices") or [{}])[0]
     msg = choice.get("message") or {}
-    calls: list[ToolCall] = [tool_call(tc.get("id") or f"call_wire_{i}", (tc.get("function") or {}).get("name") or "",
-                                       (tc.get("function") or {}).get("arguments"))
-                             for i, tc in enumerate(msg.get("tool_calls") or [])]
-    return ModelTurn(msg.get("content") or "", calls, _usage(doc.get("usage") or {}), doc.get("model") or model, choice.get("finish_reason") or "")
+    calls: list[ToolCall] = [
+        tool_call(
+            tc.get("id") or f"call_wire_{i}", (tc.get("function") or {}).get("name") or "", (tc.get("function") or {}).get("arguments")
+        )
+        for i, tc in enumerate(msg.get("tool_calls") or [])
+    ]
+    return ModelTurn(
+        msg.get("content") or "", calls, _usage(doc.get("usage") or {}), doc.get("model") or model, choice.get("finish_reason") or ""
+    )
 
 
 def _usage(u: dict[str, Any]) -> Usage:
