@@ -309,10 +309,16 @@ class _Failures:
     def __init__(self) -> None:
         self.reports: list[Any] = []
         self.internal = ""
+        self.passed = 0
+        self.skipped = ""
 
     def pytest_runtest_logreport(self, report: Any) -> None:
         if report.failed:
             self.reports.append(report)
+        elif report.when == "call" and report.passed:
+            self.passed += 1
+        elif report.skipped and not self.skipped:
+            self.skipped = str(report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr)
 
     def pytest_collectreport(self, report: Any) -> None:
         if report.failed:
@@ -345,6 +351,8 @@ def _pytest_verdict(code: int, failures: _Failures) -> tuple[bool, str]:
         raise _ImportFailed(failures.internal or f"pytest exit code {int(code)} before collection")
     if code != 0:
         raise RuntimeError(f"pytest exit code {int(code)}")
+    if not failures.passed:  # a skip is not a match
+        raise RuntimeError(f"skipped: {failures.skipped or 'no test ran'}")
     return True, "its assertions passed"
 
 
@@ -563,8 +571,22 @@ class _Smallest:
 
     @staticmethod
     def _runnable(item: Any) -> bool:
+        """Not skipped, not a negative case, and not pinned by a marker to a compiler mode (AWS's markers beat ``--test-mode``)."""
         params = getattr(getattr(item, "callspec", None), "params", {})
-        return not item.get_closest_marker("skip") and not params.get("is_negative_test_case", False)
+        pinned = any(item.get_closest_marker(m) for m in ("skip", "trace_only", "compile_only", "compile_and_infer"))
+        return not pinned and not params.get("is_negative_test_case", False)
+
+    def pytest_configure(self, config: Any) -> None:
+        """Work around AWS's HEAD: its orchestrator reads ``_compiled_kernel``, which only compilation sets.
+
+        In simulation mode compilation is skipped, so every simulated test would stop at
+        ``'Orchestrator' object has no attribute '_compiled_kernel'`` after the kernel ran.
+        """
+        import importlib
+
+        orchestrator = importlib.import_module("test.utils.test_orchestrator").Orchestrator
+        if not hasattr(orchestrator, "_compiled_kernel"):
+            orchestrator._compiled_kernel = None
 
     def pytest_collection_modifyitems(self, session: Any, config: Any, items: list[Any]) -> None:
         self.collected = len(items)
@@ -593,8 +615,8 @@ def run_nkilib(case: Case) -> tuple[bool, str]:
     pytest.hookimpl(trylast=True)(_Smallest.pytest_collection_modifyitems)  # after AWS's own skips are marked
     smallest = _Smallest()
     with tempfile.TemporaryDirectory(prefix="bench-compat-nkilib-") as out:
-        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # this machine's other pytest plugins are not AWS's
-        code = pytest.main(["-q", "-p", "no:cacheprovider", "--assert=plain", "--no-header", "-rN", "--tb=short",
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # this machine's other pytest plugins are not AWS's (xdist is: its hooks)
+        code = pytest.main(["-q", "-p", "xdist", "-p", "no:cacheprovider", "--assert=plain", "--no-header", "-rN", "--tb=short",
                             "--test-mode", "simulation", "--output-directory", out, "--force-local-cleanup",
                             "-o", "log_level=WARNING", case.params["test_file"]], plugins=[failures, smallest])
     if code in (3, 4) and not failures.reports and not failures.internal:  # AWS's conftest did not import: say why
@@ -761,7 +783,7 @@ def nkilib_cases(root: Path, pythonpath: list[str]) -> list[Case]:
     tests = root / "test" / "integration" / "nkilib"
     cases = []
     for file in sorted(tests.rglob("test_*.py")):
-        if not re.search(r"^\s*def test_", file.read_text(), re.M):
+        if not re.search(r"^\s*def test_", file.read_text(), re.MULTILINE):
             continue
         rel = file.relative_to(tests).with_suffix("")
         cases.append(Case(f"nkilib/{rel}", "nkilib", str(root), {"test_file": str(file.relative_to(root)), "pythonpath": pythonpath}))
