@@ -805,7 +805,7 @@ class NkiTensor:
     ) -> NkiTensor:
         """Explicit access pattern over the underlying storage (ignores the current view).
 
-        Address = ``offset + scalar_offset * prod(base.shape[indirect_dim+1:]) + Σ stride·i``; with
+        Address = ``offset + scalar_offset * prod(self.shape[indirect_dim+1:]) + Σ stride·i``; with
         ``vector_offset`` (a ``(P,1)`` index tile) the indirect dim's index comes from the tile.
         """
         from .ops import read_scalar_index, read_vector_index
@@ -827,7 +827,8 @@ class NkiTensor:
                     f"on {base.memory.upper()} the first pattern pair [{pat[0][0]}, {pat[0][1]}] of `{base.name}` must step partitions: "
                     f"its stride must equal the storage free size {row}",
                 )
-        inner = math.prod(base.shape[indirect_dim + 1 :]) if base.shape else 1
+        # a step of the indirect dim is one row of the viewed tensor (not of its allocation, which a view may be a part of)
+        inner = math.prod(self._shape[indirect_dim + 1 :]) if self._shape else 1
         ix: tuple[Any, ...] = ()
         if scalar_offset is not None:
             value, register = read_scalar_index(scalar_offset)

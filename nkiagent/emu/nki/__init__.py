@@ -47,4 +47,4 @@ SUBMODULES = {
 }
 
 __version__ = "0.6.0+nkiagent.emu"
-__all__ = ["isa", "language", "typing", "dtype", "tensor", "compiler", "builtin", "jit", "simulate", "Kernel", "NkiError", "__version__"]
+__all__ = ["Kernel", "NkiError", "__version__", "builtin", "compiler", "dtype", "isa", "jit", "language", "simulate", "tensor", "typing"]
