@@ -653,6 +653,9 @@ class _Smallest:
         items[:] = [best]
 
 
+_NOTHING_ON = "no runnable test case collected on"
+
+
 def run_nkilib(case: Case) -> tuple[bool, str]:
     """The smallest case of one of AWS's nki-library test files, in AWS's simulation mode (see the module docstring)."""
     import tempfile
@@ -672,7 +675,8 @@ def run_nkilib(case: Case) -> tuple[bool, str]:
         os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # this machine's other pytest plugins are not AWS's (xdist is: its hooks)
         code = pytest.main(["-q", "-p", "xdist", "-p", "no:cacheprovider", "--assert=plain", "--no-header", "-rN", "--tb=short",
                             "--test-mode", "simulation", "--output-directory", out, "--force-local-cleanup",
-                            "-o", "log_level=WARNING", case.params["test_file"]], plugins=[failures, smallest])
+                            "--platform-target", case.params.get("platform", "trn2"), "-o", "log_level=WARNING",
+                            case.params["test_file"]], plugins=[failures, smallest])
     if code in (3, 4) and not failures.reports and not failures.internal:  # AWS's conftest did not import: say why
         import importlib
 
@@ -681,7 +685,7 @@ def run_nkilib(case: Case) -> tuple[bool, str]:
         except Exception as exc:
             raise _ImportFailed(_first_error(exc)) from exc
     if not smallest.chosen and not failures.reports and not failures.internal:
-        raise RuntimeError(f"no runnable test case collected ({smallest.collected} collected)")
+        raise RuntimeError(f"{_NOTHING_ON} {case.params.get('platform', 'trn2')} ({smallest.collected} collected)")
     ok, detail = _pytest_verdict(int(code), failures)
     return ok, f"{smallest.chosen.partition('::')[2]}: {detail}"
 
@@ -840,7 +844,8 @@ def nkilib_cases(root: Path, pythonpath: list[str]) -> list[Case]:
         if not re.search(r"^\s*def test_", file.read_text(), re.MULTILINE):
             continue
         rel = file.relative_to(tests).with_suffix("")
-        cases.append(Case(f"nkilib/{rel}", "nkilib", str(root), {"test_file": str(file.relative_to(root)), "pythonpath": pythonpath}))
+        cases.append(Case(f"nkilib/{rel}", "nkilib", str(root),
+                          {"test_file": str(file.relative_to(root)), "pythonpath": pythonpath, "platform": "trn2"}))
     return cases
 
 
@@ -856,7 +861,19 @@ def _limits(mem_gb: float) -> Callable[[], None]:
 
 
 def run_case(case: Case, mem_gb: float, timeout: float) -> Outcome:
-    """Run ``case`` in a fresh interpreter under the memory limit and timeout; a crash or kill is a row too."""
+    """Run ``case`` in a fresh interpreter under the memory limit and timeout; a crash or kill is a row too.
+
+    An nki-library file none of whose cases runs on trn2 (AWS's default platform) runs again on
+    trn3: its tests exclude trn2 (the MX kernels of NeuronCore-v4).
+    """
+    out = _run_case_once(case, mem_gb, timeout)
+    if case.kind == "nkilib" and case.params.get("platform") == "trn2" and _NOTHING_ON in out.error:
+        out = _run_case_once(Case(case.name, case.kind, case.path, {**case.params, "platform": "trn3"}), mem_gb, timeout)
+    return out
+
+
+def _run_case_once(case: Case, mem_gb: float, timeout: float) -> Outcome:
+    """One child process for ``case``."""
     if case.kind == "collect-error":
         return Outcome(False, False, case.params["error"])
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
