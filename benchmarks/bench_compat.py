@@ -536,7 +536,8 @@ def _nkilib_stand_ins(checkout: Path) -> None:
         class Launcher:
             def __getitem__(self, lnc: int) -> Callable[..., Any]:
                 target = _NC_GEN_TARGET.get(os.environ.get("NKI_NC_VERSION", ""), None)
-                launched = kernel[lnc] if lnc and lnc > 1 else kernel
+                jitted = kernel if hasattr(kernel, "__getitem__") else nki.jit(kernel)  # an undecorated entry is a kernel too
+                launched = jitted[lnc] if lnc and lnc > 1 else jitted
                 return nki.simulate(launched, target=target)  # type: ignore[no-any-return]
 
         return Launcher()
