@@ -15,6 +15,17 @@ kernel, runs, matches, and for each failure the error.
   ``get_inputs`` / ``transform_to_nki_inputs``, the kernel (``kernel`` or
   ``optimized_kernel``), ``transform_nki_outputs`` and relative L2 error < 2e-5 against
   ``forward`` — with the emulator in place of ``nki.baremetal``.
+* NKI Library (aws-neuron/nki-library, the current ``import nki`` API): AWS's own integration
+  tests in their simulation mode (``pytest --test-mode simulation``: AWS's ``UnitTestFramework``,
+  the test's LNC, its PyTorch reference, AWS's validator ``maxAllClose`` and the test's
+  tolerances), with the emulator standing in for ``nki_cpu_simulator`` (the package AWS's
+  ``simulation_setup.py`` aliases to ``nki``). One row per kernel entry point: for each test
+  file, the collected case with the smallest shapes (the product of the numbers in its id).
+  AWS's test harness imports packages for its hardware runs and reports (``neuron_dtypes``,
+  ``fabric2``, ``paramiko``, ``plotext``, ``pytest_html``, ``aws_embedded_metrics``, ``boto3``, ``debugpy``, ``neuronxcc``);
+  absent ones get stand-ins that hold only what a simulation run reads. ``allpairspy``
+  (which AWS's sweep tests collect with) must be importable: ``pip install --target DIR
+  allpairspy`` and pass ``--pythonpath DIR``.
 
 Device-only modules that the scripts import but the checks do not use (``torch_xla``,
 ``torch_neuronx``, ``loguru``, ``transformers``) are replaced by inert stand-ins when absent.
@@ -25,12 +36,15 @@ Usage::
 
     python benchmarks/bench_compat.py --nki-samples /tmp/nki-samples-0898a77 /tmp/nki-samples-HEAD \\
         --accelopt /tmp/accelopt [--only REGEX] [--mem-gb 6] [--timeout 900]
+    python benchmarks/bench_compat.py --nki-library /tmp/nki-library [--pythonpath DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.machinery
+import importlib.util
 import json
 import os
 import re
@@ -72,6 +86,7 @@ class Outcome:
     error: str = ""
     detail: str = ""
     seconds: float = 0.0
+    imports: bool = True
 
 
 # --------------------------------------------------------------------------- child side
@@ -290,38 +305,70 @@ def _pretend_trn2_host() -> None:
     builtins.open = fake_open
 
 
+class _Failures:
+    """A pytest plugin that keeps the failing phases' reports (the test's own error text)."""
+
+    def __init__(self) -> None:
+        self.reports: list[Any] = []
+        self.internal = ""
+        self.passed = 0
+        self.skipped = ""
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        if report.failed:
+            self.reports.append(report)
+        elif report.when == "call" and report.passed:
+            self.passed += 1
+        elif report.skipped and not self.skipped:
+            self.skipped = str(report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr)
+
+    def pytest_collectreport(self, report: Any) -> None:
+        if report.failed:
+            self.reports.append(report)
+
+    def pytest_internalerror(self, excrepr: Any, excinfo: Any) -> None:
+        self.internal = _first_error(excinfo.value)  # a conftest hook raised (AWS's simulation setup, say)
+
+
+class _ImportFailed(RuntimeError):
+    """The test file (or the kernels it imports) did not import: the row's ``imports`` column is no."""
+
+
+def _pytest_verdict(code: int, failures: _Failures) -> tuple[bool, str]:
+    """A pytest run's result as a row: a failed assertion of the test's own check ran the kernel; anything else raises."""
+    if failures.reports:
+        report = failures.reports[0]
+        if not hasattr(report, "when"):  # a collection report: the file or its imports failed
+            lines = [ln.strip() for ln in str(report.longreprtext).splitlines() if ln.startswith("E ")]
+            raise _ImportFailed((lines[-1][1:].strip() if lines else str(report.longreprtext).strip().splitlines()[-1])[:400])
+        text_all = str(report.longreprtext)
+        lines = [ln[2:].strip() for ln in text_all.splitlines() if ln.startswith("E ")]
+        crash = getattr(report.longrepr, "reprcrash", None)
+        where = f" [{Path(crash.path).name}:{crash.lineno}]" if crash is not None else ""
+        text = (lines[0] if lines else (text_all.strip().splitlines() or ["(no report)"])[-1])[:400] + where
+        if getattr(report, "when", "") == "call" and "AssertionError" in text_all and not any("Nki" in ln for ln in lines):
+            return False, text  # the test's own check failed: the kernel ran
+        raise RuntimeError(text)
+    if code in (3, 4):  # pytest's internal / usage error: the session did not start (a conftest hook or import failed)
+        raise _ImportFailed(failures.internal or f"pytest exit code {int(code)} before collection")
+    if code != 0:
+        raise RuntimeError(f"pytest exit code {int(code)}")
+    if not failures.passed:  # a skip is not a match
+        raise RuntimeError(f"skipped: {failures.skipped or 'no test ran'}")
+    return True, "its assertions passed"
+
+
 def run_pytest(case: Case) -> tuple[bool, str]:
     """One ``@pytest.mark.simulation`` test case of nki-samples' test/unit, as it is."""
     import pytest
 
-    class Failures:
-        """Collects the failing phase's report (the test's own error text)."""
-
-        def __init__(self) -> None:
-            self.reports: list[Any] = []
-
-        def pytest_runtest_logreport(self, report: Any) -> None:
-            if report.failed:
-                self.reports.append(report)
-
     root = Path(case.path)
     sys.path.insert(0, str(root / "src"))
     _pretend_trn2_host()
-    failures = Failures()
+    failures = _Failures()
     code = pytest.main(["-q", "-x", "-p", "no:cacheprovider", "--simulation-only", "--no-header", "-rN", "--tb=short",
                         f"{root / 'test' / 'unit'}/{case.params['nodeid']}"], plugins=[failures])
-    if failures.reports:
-        report = failures.reports[0]
-        lines = [ln[2:].strip() for ln in report.longreprtext.splitlines() if ln.startswith("E ")]
-        crash = getattr(report.longrepr, "reprcrash", None)
-        where = f" [{Path(crash.path).name}:{crash.lineno}]" if crash is not None else ""
-        text = (lines[0] if lines else report.longreprtext.strip().splitlines()[-1])[:400] + where
-        if report.when == "call" and "AssertionError" in report.longreprtext and not any("Nki" in ln for ln in lines):
-            return False, text  # the test's own check failed: the kernel ran
-        raise RuntimeError(text)
-    if code != 0:
-        raise RuntimeError(f"pytest exit code {int(code)}")
-    return True, "its assertions passed"
+    return _pytest_verdict(int(code), failures)
 
 
 def _rel_l2(got: np.ndarray, want: np.ndarray) -> float:
@@ -364,6 +411,286 @@ def run_nkibench(case: Case) -> tuple[bool, str]:
     return True, f"rel-L2 <= {worst:.2g} (seeds {', '.join(map(str, seeds))})"
 
 
+
+_NC_GEN_TARGET = {"gen2": "trn1", "gen3": "trn2", "gen4": "trn3"}
+
+
+class _Inert(types.ModuleType):
+    """A stand-in module for a package AWS's harness imports for hardware runs or reports: any name is an inert class.
+
+    A class, not an object, since AWS's harness subclasses those names and writes them in
+    annotations (``MetricsContext | None``).
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        cls = type(name, (_InertObject,), {})
+        setattr(self, name, cls)
+        return cls
+
+
+class _InertFinder:
+    """Serves ``_Inert`` modules for every submodule of the stubbed packages (``aws_embedded_metrics.serializers`` …)."""
+
+    def __init__(self, roots: set[str], checkout: Path | None = None) -> None:
+        self.roots = roots
+        self.checkout = checkout
+
+    def _missing_private(self, name: str) -> bool:
+        """A ``test.utils`` module AWS's public checkout lacks (its remote-lock scripts, its private perf analysis)."""
+        if self.checkout is None or not name.startswith("test.utils."):
+            return False
+        rel = self.checkout.joinpath(*name.split("."))
+        return not (rel.with_suffix(".py").is_file() or rel.is_dir())
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        import importlib.machinery
+
+        if not any(name == root or name.startswith(root + ".") for root in self.roots) and not self._missing_private(name):
+            return None
+        return importlib.machinery.ModuleSpec(name, self, is_package=True)  # type: ignore[arg-type]
+
+    def create_module(self, spec: Any) -> types.ModuleType:
+        module = _Inert(spec.name)
+        module.__path__ = []  # type: ignore[attr-defined]
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        return None
+
+
+class _InertObject:
+    """Callable, subscriptable, attribute-bearing nothing (what a stand-in module's names make)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __call__(self, *args: Any, **kwargs: Any) -> _InertObject:
+        return self
+
+    def __getattr__(self, name: str) -> _InertObject:
+        return self
+
+    def __getitem__(self, key: Any) -> _InertObject:
+        return self
+
+
+def _nkilib_stand_ins(checkout: Path) -> None:
+    """Modules AWS's nki-library tests import besides the kernels' ``nki``: stand-ins when absent (see the module docstring).
+
+    ``nki_cpu_simulator`` is the one that matters: AWS's ``simulation_setup.py`` aliases its
+    ``nki`` modules to ``nki`` and runs ``nki.cpu_simulate(kernel)[lnc](**inputs)``; here those
+    names are the emulator's modules, and ``cpu_simulate`` launches the kernel on the LNC grid
+    with the platform AWS's orchestrator puts in ``NKI_NC_VERSION``.
+    """
+    import importlib
+    import importlib.util
+
+    import ml_dtypes
+
+    def missing(name: str) -> bool:
+        try:
+            return importlib.util.find_spec(name) is None
+        except (ImportError, ValueError):
+            return True
+
+    roots = {name for name in ("fabric2", "paramiko", "plotext", "aws_embedded_metrics", "pytest_html", "boto3", "botocore", "debugpy", "attr")
+             if missing(name)}
+    if missing("neuronxcc") or "neuronxcc" in sys.modules:  # AWS's compiler (or the emulator's legacy shim): only its dtype helper is read
+        for name in [n for n in sys.modules if n == "neuronxcc" or n.startswith("neuronxcc.")]:
+            del sys.modules[name]
+        roots.add("neuronxcc")
+    sys.meta_path.insert(0, _InertFinder(roots, checkout))
+    sys.meta_path.insert(0, _RepairingFinder(checkout / "src"))
+    def static_cast(x: Any, dtype: Any) -> np.ndarray:
+        return np.asarray(x).astype(dtype)
+
+    starfish_dtype = types.ModuleType("neuronxcc.starfish.support.dtype")
+    starfish_dtype.static_cast = static_cast  # type: ignore[attr-defined]
+    sys.modules["neuronxcc.starfish.support.dtype"] = starfish_dtype
+    if missing("neuron_dtypes"):
+        nl = importlib.import_module("nki.language")
+
+        def is_float_type(dtype: Any) -> bool:
+            try:
+                ml_dtypes.finfo(dtype)
+            except (TypeError, ValueError):
+                return False
+            return True
+
+        def fallback(name: str) -> Any:  # the dtypes themselves: NumPy's and ml_dtypes' (bfloat16, float8_*)
+            for source in (nl, ml_dtypes, np):
+                if not name.startswith("__") and name in dir(source):
+                    return getattr(source, name)
+            raise AttributeError(f"neuron_dtypes stand-in has no {name!r}")
+
+        ndt = types.ModuleType("neuron_dtypes")
+        ndt.__dict__.update(static_cast=static_cast, is_float_type=is_float_type, finfo=ml_dtypes.finfo,
+                            sizeinbytes=lambda dtype: np.dtype(dtype).itemsize, __getattr__=fallback)
+        sys.modules["neuron_dtypes"] = ndt
+
+    import nki
+
+    def cpu_simulate(kernel: Any) -> Any:
+        class Launcher:
+            def __getitem__(self, lnc: int) -> Callable[..., Any]:
+                target = _NC_GEN_TARGET.get(os.environ.get("NKI_NC_VERSION", ""), None)
+                jitted = kernel if hasattr(kernel, "__getitem__") else nki.jit(kernel)  # an undecorated entry is a kernel too
+                launched = jitted[lnc] if lnc and lnc > 1 else jitted
+                return nki.simulate(launched, target=target)  # type: ignore[no-any-return]
+
+        return Launcher()
+
+    sim = types.ModuleType("nki_cpu_simulator")
+    sim_nki = types.ModuleType("nki_cpu_simulator.nki")
+    sim_nki.__dict__.update({k: v for k, v in vars(nki).items() if not k.startswith("__")})
+    sim_nki.__getattr__ = lambda name: getattr(nki, name)  # type: ignore[attr-defined]
+    sim_nki.cpu_simulate = cpu_simulate  # type: ignore[attr-defined]
+    sim.nki = sim_nki  # type: ignore[attr-defined]
+    sys.modules["nki_cpu_simulator"] = sim
+    sys.modules["nki_cpu_simulator.nki"] = sim_nki
+    for sub in ("builtin", "compiler", "isa", "isa.constants", "language", "language.dtypes", "tensor", "typing"):
+        try:
+            sys.modules[f"nki_cpu_simulator.nki.{sub}"] = importlib.import_module(f"nki.{sub}")
+        except ImportError:
+            pass  # AWS's simulation_setup then reports the missing module, as it would with its simulator
+
+
+def _drop_duplicated_docstring_tail(source: str, line: int) -> str | None:
+    """``source`` without the stray copy of a docstring's tail that starts at ``line`` (1-based), or ``None``.
+
+    AWS's HEAD ``core/mlp/mlp.py`` closes a docstring and then repeats its last paragraphs and
+    closing quotes, which does not parse. Only that shape is repaired: the block from ``line``
+    to the next closing quotes must equal the lines just before the docstring's real end.
+    """
+    lines = source.splitlines(keepends=True)
+    start = line - 1
+    while start > 0 and not lines[start - 1].strip():
+        start -= 1
+    if start == 0 or lines[start - 1].strip() != '"""':
+        return None
+    end = next((i for i in range(line - 1, len(lines)) if lines[i].strip() == '"""'), None)
+    if end is None:
+        return None
+    stray = lines[start:end + 1]
+    body = [ln for ln in stray[:-1] if ln.strip()]
+    before = [ln for ln in lines[:start - 1] if ln.strip()]
+    if not body or before[-len(body):] != body:
+        return None
+    return "".join(lines[:start] + lines[end + 1:])
+
+
+class _RepairingLoader(importlib.machinery.SourceFileLoader):
+    """Loads the library's modules as they are, except a module that does not parse because of AWS's duplicated docstring tail."""
+
+    def source_to_code(self, data: Any, path: Any, *, _optimize: int = -1) -> Any:  # type: ignore[override]
+        try:
+            return compile(data, path, "exec", dont_inherit=True, optimize=_optimize)
+        except IndentationError as exc:
+            repaired = _drop_duplicated_docstring_tail(importlib.util.decode_source(data), exc.lineno or 0)
+            if repaired is None:
+                raise
+            print(f"bench_compat: {path}:{exc.lineno}: dropped AWS's duplicated docstring tail (does not parse at HEAD)", file=sys.stderr)
+            return compile(repaired, path, "exec", dont_inherit=True, optimize=_optimize)
+
+
+class _RepairingFinder(importlib.machinery.PathFinder):
+    """Finds the library's own modules (under ``src``) with :class:`_RepairingLoader`."""
+
+    def __init__(self, src: Path) -> None:
+        self.src = str(src)
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:  # type: ignore[override]
+        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+        if spec is not None and spec.origin and spec.origin.startswith(self.src) and spec.origin.endswith(".py"):
+            spec.loader = _RepairingLoader(spec.name, spec.origin)
+        return spec
+
+
+def _case_size(item: Any) -> tuple[int, str]:
+    """How big a collected test case is: the product of the numbers in its parameter id (then its name, for ties)."""
+    spec = item.name.partition("[")[2]
+    size = 1
+    for n in re.findall(r"\d+", spec):
+        size *= max(int(n), 1)
+    return size, item.name
+
+
+class _Smallest:
+    """A pytest plugin that keeps only the smallest runnable case of the file (AWS's slow-shape skips and negative cases out)."""
+
+    def __init__(self) -> None:
+        self.chosen = ""
+        self.collected = 0
+
+    @staticmethod
+    def _runnable(item: Any) -> bool:
+        """Not skipped, not a negative case, and not pinned by a marker to a compiler mode (AWS's markers beat ``--test-mode``)."""
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        pinned = any(item.get_closest_marker(m) for m in ("skip", "trace_only", "compile_only", "compile_and_infer"))
+        return not pinned and not params.get("is_negative_test_case", False)
+
+    def pytest_configure(self, config: Any) -> None:
+        """Work around AWS's HEAD: its orchestrator reads ``_compiled_kernel``, which only compilation sets.
+
+        In simulation mode compilation is skipped, so every simulated test would stop at
+        ``'Orchestrator' object has no attribute '_compiled_kernel'`` after the kernel ran.
+        """
+        import importlib
+
+        orchestrator = importlib.import_module("test.utils.test_orchestrator").Orchestrator
+        if not hasattr(orchestrator, "_compiled_kernel"):
+            orchestrator._compiled_kernel = None
+
+    def pytest_collection_modifyitems(self, session: Any, config: Any, items: list[Any]) -> None:
+        self.collected = len(items)
+        runnable = [it for it in items if self._runnable(it)]
+        if not runnable:
+            return
+        best = min(runnable, key=_case_size)
+        self.chosen = best.nodeid
+        config.hook.pytest_deselected(items=[it for it in items if it is not best])
+        items[:] = [best]
+
+
+_NOTHING_ON = "no runnable test case collected on"
+
+
+def run_nkilib(case: Case) -> tuple[bool, str]:
+    """The smallest case of one of AWS's nki-library test files, in AWS's simulation mode (see the module docstring)."""
+    import tempfile
+
+    import pytest
+
+    root = Path(case.path)
+    for extra in case.params.get("pythonpath", []):
+        sys.path.insert(0, extra)
+    sys.path[:0] = [str(root), str(root / "src")]
+    _nkilib_stand_ins(root)
+    os.chdir(root)
+    failures = _Failures()
+    pytest.hookimpl(trylast=True)(_Smallest.pytest_collection_modifyitems)  # after AWS's own skips are marked
+    smallest = _Smallest()
+    with tempfile.TemporaryDirectory(prefix="bench-compat-nkilib-") as out:
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # this machine's other pytest plugins are not AWS's (xdist is: its hooks)
+        code = pytest.main(["-q", "-p", "xdist", "-p", "no:cacheprovider", "--assert=plain", "--no-header", "-rN", "--tb=short",
+                            "--test-mode", "simulation", "--output-directory", out, "--force-local-cleanup",
+                            "--platform-target", case.params.get("platform", "trn2"), "-o", "log_level=WARNING",
+                            case.params["test_file"]], plugins=[failures, smallest])
+    if code in (3, 4) and not failures.reports and not failures.internal:  # AWS's conftest did not import: say why
+        import importlib
+
+        try:
+            importlib.import_module("test.conftest")
+        except Exception as exc:
+            raise _ImportFailed(_first_error(exc)) from exc
+    if not smallest.chosen and not failures.reports and not failures.internal:
+        raise RuntimeError(f"{_NOTHING_ON} {case.params.get('platform', 'trn2')} ({smallest.collected} collected)")
+    ok, detail = _pytest_verdict(int(code), failures)
+    return ok, f"{smallest.chosen.partition('::')[2]}: {detail}"
+
+
 RUNNERS: dict[str, Callable[[Case], tuple[bool, str]]] = {
     "script": run_script,
     "matmul": run_matmul,
@@ -374,6 +701,7 @@ RUNNERS: dict[str, Callable[[Case], tuple[bool, str]]] = {
     "attention": run_attention,
     "pytest": run_pytest,
     "nkibench": run_nkibench,
+    "nkilib": run_nkilib,
 }
 
 
@@ -404,7 +732,7 @@ def child(case: Case) -> Outcome:
     except MemoryError as exc:
         return Outcome(False, False, f"MemoryError (host memory limit): {exc}", "", time.perf_counter() - start)
     except BaseException as exc:  # noqa: BLE001 — every failure is a table row
-        return Outcome(False, False, _first_error(exc), "", time.perf_counter() - start)
+        return Outcome(False, False, _first_error(exc), "", time.perf_counter() - start, imports=not isinstance(exc, _ImportFailed))
 
 
 # --------------------------------------------------------------------------- case discovery
@@ -509,6 +837,19 @@ def nkibench_cases(root: Path, seeds: list[int]) -> list[Case]:
     return cases
 
 
+def nkilib_cases(root: Path, pythonpath: list[str]) -> list[Case]:
+    """One case per test file of the library's integration tests that defines tests (its helpers' files are not entry points)."""
+    tests = root / "test" / "integration" / "nkilib"
+    cases = []
+    for file in sorted(tests.rglob("test_*.py")):
+        if not re.search(r"^\s*def test_", file.read_text(), re.MULTILINE):
+            continue
+        rel = file.relative_to(tests).with_suffix("")
+        cases.append(Case(f"nkilib/{rel}", "nkilib", str(root),
+                          {"test_file": str(file.relative_to(root)), "pythonpath": pythonpath, "platform": "trn2"}))
+    return cases
+
+
 # --------------------------------------------------------------------------- parent side
 
 
@@ -521,14 +862,27 @@ def _limits(mem_gb: float) -> Callable[[], None]:
 
 
 def run_case(case: Case, mem_gb: float, timeout: float) -> Outcome:
-    """Run ``case`` in a fresh interpreter under the memory limit and timeout; a crash or kill is a row too."""
+    """Run ``case`` in a fresh interpreter under the memory limit and timeout; a crash or kill is a row too.
+
+    An nki-library file none of whose cases runs on trn2 (AWS's default platform) runs again on
+    trn3: its tests exclude trn2 (the MX kernels of NeuronCore-v4).
+    """
+    out = _run_case_once(case, mem_gb, timeout)
+    if case.kind == "nkilib" and case.params.get("platform") == "trn2" and _NOTHING_ON in out.error:
+        out = _run_case_once(Case(case.name, case.kind, case.path, {**case.params, "platform": "trn3"}), mem_gb, timeout)
+    return out
+
+
+def _run_case_once(case: Case, mem_gb: float, timeout: float) -> Outcome:
+    """One child process for ``case``."""
     if case.kind == "collect-error":
         return Outcome(False, False, case.params["error"])
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     start = time.perf_counter()
     try:
         proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(asdict(case))], capture_output=True, text=True, check=False,
-                              timeout=timeout, preexec_fn=_limits(mem_gb), env=env, cwd=Path(case.path).parent if case.kind != "pytest" else None)
+                              timeout=timeout, preexec_fn=_limits(mem_gb), env=env,
+                              cwd=Path(case.path).parent if case.kind not in ("pytest", "nkilib") else None)
     except subprocess.TimeoutExpired:
         return Outcome(False, False, f"timeout after {timeout:.0f} s", "", time.perf_counter() - start)
     for line in reversed(proc.stdout.splitlines()):
@@ -540,10 +894,21 @@ def run_case(case: Case, mem_gb: float, timeout: float) -> Outcome:
     return Outcome(False, False, f"process exited {proc.returncode}: {tail[:300]}", "", time.perf_counter() - start)
 
 
+def _groups(rows: list[tuple[Case, Outcome]]) -> dict[str, list[tuple[Case, Outcome]]]:
+    """Totals' groups: every row, and for nki-library its core and experimental kernels apart."""
+    groups: dict[str, list[tuple[Case, Outcome]]] = {"all": rows}
+    for case, out in rows:
+        if case.kind == "nkilib":
+            groups.setdefault(f"nkilib/{case.name.split('/')[1]}", []).append((case, out))
+    return groups if len(groups) > 1 else {"all": rows}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nki-samples", nargs="*", default=[], type=Path, help="nki-samples checkouts (e.g. 0898a77 and HEAD)")
     p.add_argument("--accelopt", type=Path, help="zhang677/AccelOpt checkout (NKIBench)")
+    p.add_argument("--nki-library", type=Path, help="aws-neuron/nki-library checkout (current-API production kernels)")
+    p.add_argument("--pythonpath", nargs="*", default=[], help="folders the nki-library child processes import from too (allpairspy)")
     p.add_argument("--nkibench-seeds", default="0",
                    help=f"comma-separated seeds of NKIBench inputs (AccelOpt checks {','.join(map(str, NKIBENCH_SEEDS))}; each costs a full run)")
     p.add_argument("--max-params", type=int, default=0, help="run at most this many parametrizations of each unit test (0: all)")
@@ -568,6 +933,8 @@ def main(argv: list[str] | None = None) -> int:
         cases += pytest_cases(root, tag, seen, args.mem_gb, args.max_params, notes)
     if args.accelopt:
         cases += nkibench_cases(args.accelopt, [int(x) for x in args.nkibench_seeds.split(",")])
+    if args.nki_library:
+        cases += nkilib_cases(args.nki_library.resolve(), [str(Path(d).resolve()) for d in args.pythonpath])
     if args.only:
         cases = [c for c in cases if re.search(args.only, c.name)]
     if args.list:
@@ -576,14 +943,18 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list[tuple[Case, Outcome]] = []
     width = max((len(c.name) for c in cases), default=10)
-    print(f"{'kernel':<{width}}  runs  matches  {'s':>6}  error / detail", flush=True)
+    print(f"{'kernel':<{width}}  imports  runs  matches  {'s':>6}  error / detail", flush=True)
     for case in cases:
         out = run_case(case, args.mem_gb, args.timeout)
         rows.append((case, out))
-        print(f"{case.name:<{width}}  {'yes' if out.runs else 'no':<4}  {'yes' if out.matches else 'no':<7}  {out.seconds:6.1f}  "
-              f"{out.error if not out.matches else out.detail}", flush=True)
-    n_run, n_match = sum(o.runs for _, o in rows), sum(o.matches for _, o in rows)
-    print(f"\n{len(rows)} kernels: {n_run} run, {n_match} match")
+        print(f"{case.name:<{width}}  {'yes' if out.imports else 'no':<7}  {'yes' if out.runs else 'no':<4}  {'yes' if out.matches else 'no':<7}  "
+              f"{out.seconds:6.1f}  {out.error if not out.matches else out.detail}", flush=True)
+    print()
+    for group, members in _groups(rows).items():
+        n_imp, n_run, n_match = (sum(getattr(o, f) for _, o in members) for f in ("imports", "runs", "matches"))
+        secs = sum(o.seconds for _, o in members)
+        print(f"{group}: {len(members)} kernels: {n_imp} import, {n_run} run, {n_match} match ({100 * n_match / len(members):.0f}%), {secs:.0f} s")
+    n_match = sum(o.matches for _, o in rows)
     for note in notes:
         print(f"note: {note}")
     if args.json:

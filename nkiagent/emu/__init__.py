@@ -55,7 +55,8 @@ __all__ = [
     "NkiWarning",
 ]
 
-_SHIM_MODULES = ("nki", "nki.language", "nki.isa", "nki.typing")
+_SHIM_MODULES = ("nki", "nki.language", "nki.language.dtypes", "nki.isa", "nki.isa.constants", "nki.typing", "nki.dtype",
+                 "nki.tensor", "nki.compiler", "nki.builtin")
 _LEGACY_MODULES = ("neuronxcc", "neuronxcc.nki", "neuronxcc.nki.language", "neuronxcc.nki.isa", "neuronxcc.nki.typing", "neuronxcc.nki.compiler")
 
 
@@ -96,7 +97,7 @@ def real_neuronxcc_available() -> bool:
 
 
 def install(force: bool = False) -> str:
-    """Make ``import nki`` (and ``nki.language``, ``nki.isa``, ``nki.typing``) resolve to the emulator.
+    """Make ``import nki`` (and its submodules: ``nki.language``, ``nki.isa``, ``nki.isa.constants`` …) resolve to the emulator.
 
     ``import neuronxcc.nki`` (the 0.1 API, with ``.language``, ``.isa``, ``.typing`` and
     ``.compiler``) resolves to the emulator's legacy front-end likewise, unless AWS's
@@ -118,12 +119,9 @@ def install(force: bool = False) -> str:
     for name in _SHIM_MODULES:
         sys.modules.pop(name, None)
     from . import nki as shim
-    from .nki import typing as nki_typing
 
     sys.modules["nki"] = shim
-    sys.modules["nki.language"] = shim.language
-    sys.modules["nki.isa"] = shim.isa
-    sys.modules["nki.typing"] = nki_typing
+    sys.modules.update(shim.SUBMODULES)
     return "emulator"
 
 

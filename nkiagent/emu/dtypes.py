@@ -32,6 +32,10 @@ __all__ = [
     "float8_e5m2",
     "float8_e4m3fn",
     "float8_e8m0fnu",
+    "float8_e4m3fn_x4",
+    "float8_e5m2_x4",
+    "float4_e2m1fn_x4",
+    "PACKED",
     "as_dtype",
     "dtype_name",
     "is_float",
@@ -60,6 +64,16 @@ float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
 float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
 float8_e8m0fnu = np.dtype(ml_dtypes.float8_e8m0fnu)
 
+# The packed low-precision types of the MX matmul (``nc_matmul_mx`` on NeuronCore-v4): one
+# element holds four fp8 (4 bytes) or four fp4 (2 bytes) values. NumPy has no such type; a
+# one-field structured dtype keeps each distinct (unlike plain ``V4``, which tfloat32 is), of
+# the right size for allocation and DMA, and refused by arithmetic, which cannot read it.
+float8_e4m3fn_x4 = np.dtype([("float8_e4m3fn_x4", "<u4")])
+float8_e5m2_x4 = np.dtype([("float8_e5m2_x4", "<u4")])
+float4_e2m1fn_x4 = np.dtype([("float4_e2m1fn_x4", "<u2")])
+#: Packed types and the element type each holds four of.
+PACKED = {float8_e4m3fn_x4: float8_e4m3fn, float8_e5m2_x4: float8_e5m2, float4_e2m1fn_x4: np.dtype(ml_dtypes.float4_e2m1fn)}
+
 #: Floats narrower than fp32 that engines widen to fp32 before computing.
 LOW_FLOATS = frozenset({bfloat16, float16, float8_e4m3, float8_e5m2, float8_e4m3fn})
 
@@ -79,6 +93,9 @@ DTYPES: dict[str, np.dtype] = {
     "float8_e5m2": float8_e5m2,
     "float8_e4m3fn": float8_e4m3fn,
     "float8_e8m0fnu": float8_e8m0fnu,
+    "float8_e4m3fn_x4": float8_e4m3fn_x4,
+    "float8_e5m2_x4": float8_e5m2_x4,
+    "float4_e2m1fn_x4": float4_e2m1fn_x4,
 }
 _ALIASES = {"bool_": "bool", "fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "f32": "float32", "tf32": "tfloat32"}
 _NAMES = {v: k for k, v in DTYPES.items() if k != "tfloat32"}

@@ -51,6 +51,32 @@ unknown_engine = engine.unknown
 
 _IMPLEMENTED = {k for k, v in dict(globals()).items() if callable(v) and not k.startswith("_")}
 
+#: Instructions of AWS's NKI the emulator does not run yet, and why. Their names import (AWS's
+#: NKI Library imports ``core_barrier`` and ``sendrecv`` at module level, for code paths a call
+#: may never reach); calling one is the "not emulated" error, with the reason.
+_KNOWN_NOT_EMULATED = {
+    "core_barrier": "the logical cores of an LNC=2 launch run one after another here, not concurrently, so a barrier between them cannot hold",
+    "sendrecv": "the logical cores of an LNC=2 launch run one after another here, not concurrently, so one cannot wait for the other's data",
+    "dma_compute": "DMA-engine compute is not modelled",
+    "quantize_mx": "MX (microscaling) quantisation is not modelled",
+    "nc_matmul_mx": "the MX matmul of NeuronCore-v4 is not modelled",
+}
+
+
+def _not_emulated_stub(name: str, why: str) -> Any:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        from .errors import NkiUnsupportedError
+        from .ops import kernel_location
+
+        raise NkiUnsupportedError("err_not_emulated", f"nki.isa.{name} is not emulated by the nkiagent emulator: {why}", kernel_location())
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"Not emulated: {why}."
+    return call
+
+
+globals().update({name: _not_emulated_stub(name, why) for name, why in _KNOWN_NOT_EMULATED.items() if name not in _IMPLEMENTED})
+
 
 def __getattr__(name: str) -> Any:
     if name.startswith("__"):

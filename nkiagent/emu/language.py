@@ -23,8 +23,11 @@ from .dtypes import (  # noqa: F401  (re-exported as nl.float32 etc.)
     bfloat16,
     bool_,
     float8_e4m3,
+    float4_e2m1fn_x4,
     float8_e4m3fn,
+    float8_e4m3fn_x4,
     float8_e5m2,
+    float8_e5m2_x4,
     float8_e8m0fnu,
     float16,
     float32,
@@ -42,6 +45,14 @@ from .memory import plain_ints as _plain_ints
 from .ops import HBM, axis_tuple, not_emulated, record, require_tensor, tile, write
 from .targets import get_target
 from .tensor import DynSlice, NkiTensor, ds  # noqa: F401
+
+
+class NKIObject:
+    """The base class of a kernel's own Python helper objects (configs, tiling plans), as in AWS's NKI.
+
+    The compiler traces a subclass's instances as plain Python values; the emulator runs
+    kernels as Python, so it is an ordinary base class (subclasses are often dataclasses).
+    """
 
 
 # --------------------------------------------------------------------------------------------

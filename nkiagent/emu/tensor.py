@@ -219,15 +219,18 @@ class NkiTensor:
 
     # -- opacity ----------------------------------------------------------------------------------
     def __bool__(self) -> bool:
+        """0.1 refuses a tile in a condition; the current API evaluates it as Python does any object: true.
+
+        NKI ≥ 0.2 traces kernels as Python, where ``if bias:`` asks whether an optional tensor
+        argument was given (AWS's NKI Library writes it so for its optional inputs, and AWS's
+        simulator runs it). The tensor's values are never read: ``if x > 0:`` is true whatever
+        ``x`` holds, as it is on the device.
+        """
         if _legacy():  # the 0.1 manual names the two cases separately
             if self.size == 1:
                 raise NkiTypeError("err_dynamic_control_flow_not_supported", "dynamic control-flow depending on tensor value is not supported.")
             raise NkiTypeError("err_ambiguous_tensor_truth_value", "ValueError: Cannot evaluate truth value of a multi-element tensor/array.")
-        raise NkiTypeError(
-            "err_ambiguous_tensor_truth_value",
-            "ValueError: Cannot evaluate truth value of a multi-element tensor/array. "
-            "(dynamic control-flow depending on tensor value is not supported.)",
-        )
+        return True
 
     def _no_host(self, *args: Any) -> Any:
         raise NkiTypeError(
@@ -802,7 +805,7 @@ class NkiTensor:
     ) -> NkiTensor:
         """Explicit access pattern over the underlying storage (ignores the current view).
 
-        Address = ``offset + scalar_offset * prod(base.shape[indirect_dim+1:]) + Σ stride·i``; with
+        Address = ``offset + scalar_offset * prod(self.shape[indirect_dim+1:]) + Σ stride·i``; with
         ``vector_offset`` (a ``(P,1)`` index tile) the indirect dim's index comes from the tile.
         """
         from .ops import read_scalar_index, read_vector_index
@@ -824,7 +827,8 @@ class NkiTensor:
                     f"on {base.memory.upper()} the first pattern pair [{pat[0][0]}, {pat[0][1]}] of `{base.name}` must step partitions: "
                     f"its stride must equal the storage free size {row}",
                 )
-        inner = math.prod(base.shape[indirect_dim + 1 :]) if base.shape else 1
+        # a step of the indirect dim is one row of the viewed tensor (not of its allocation, which a view may be a part of)
+        inner = math.prod(self._shape[indirect_dim + 1 :]) if self._shape else 1
         ix: tuple[Any, ...] = ()
         if scalar_offset is not None:
             value, register = read_scalar_index(scalar_offset)
@@ -886,8 +890,9 @@ class NkiTensor:
     def __le__(self, o: Any) -> Any: return self._bin("less_equal", o)
     def __gt__(self, o: Any) -> Any: return self._bin("greater", o)
     def __ge__(self, o: Any) -> Any: return self._bin("greater_equal", o)
-    def __eq__(self, o: Any) -> Any: return self._bin("equal", o)  # type: ignore[override]
-    def __ne__(self, o: Any) -> Any: return self._bin("not_equal", o)  # type: ignore[override]
+    # ``t == None`` / ``t != None`` are Python's identity questions (is the optional tensor given?), not element-wise ops
+    def __eq__(self, o: Any) -> Any: return False if o is None else self._bin("equal", o)  # type: ignore[override]
+    def __ne__(self, o: Any) -> Any: return True if o is None else self._bin("not_equal", o)  # type: ignore[override]
     def __neg__(self) -> Any: return _unary("negative", self)
     def __abs__(self) -> Any: return _unary("abs", self)
     def __invert__(self) -> Any: return _unary("invert", self)

@@ -60,12 +60,18 @@ class ActivationAttrs(CostAttrs):
 _INT32S = frozenset({dt.int32, dt.uint32})  # (a set: one hash per tile instead of dtype comparisons)
 
 
-def _alu_engine(op: str, alu: Any, eng: Any, *tiles: NkiTensor) -> str:
-    """The engine of an ALU instruction: the one asked for, else GpSimd for power and 32-bit integer add/multiply, else VectorE."""
+def _alu_engine(op: str, alu: Any, eng: Any, *tiles: NkiTensor, dst: Any = None) -> str:
+    """The engine of an ALU instruction: the one asked for, else GpSimd for power and 32-bit integer add/multiply, else VectorE.
+
+    GpSimd cannot reach PSUM, so the default stays VectorE when an operand or ``dst`` is
+    there (the compiler places such an instruction where it can run; only an explicit
+    ``engine=gpsimd`` meets the PSUM rule).
+    """
     default = "vector"
     if alu.name == "power" or not _INT32S.isdisjoint([t._dtype for t in tiles]):
         default = "gpsimd" if alu.kind == "arith" and alu.name in ("add", "multiply", "power") else "vector"
-    return _engines.select(op, eng, default)
+    in_psum = any(t._a.memory == "psum" for t in (*tiles, dst) if isinstance(t, NkiTensor))
+    return _engines.select(op, eng, "vector" if in_psum else default)
 
 
 @instruction(
@@ -76,7 +82,7 @@ def _alu_engine(op: str, alu: Any, eng: Any, *tiles: NkiTensor) -> str:
     rules=(
         "data1, data2 and dst have the same partitions and elements per partition: no broadcasting",
         "data1 and data2 cannot both be in PSUM; GpSimd cannot touch PSUM",
-        "default engine: VectorE, GpSimd for power and 32-bit integer add/multiply",
+        "default engine: VectorE, GpSimd for power and 32-bit integer add/multiply unless a tile is in PSUM",
     ),
     example="nisa.tensor_tensor(dst=z, data1=x, data2=y, op=nl.add)",
 )
@@ -87,7 +93,7 @@ def tensor_tensor(dst: Any, data1: Any, data2: Any, op: Any, engine: Any = engin
     alu = alu_op(op, opn)
     d1 = require_tensor(opn, "data1", data1)
     d2 = require_tensor(opn, "data2", data2)
-    eng = _alu_engine(opn, alu, engine, d1, d2)
+    eng = _alu_engine(opn, alu, engine, d1, d2, dst=dst)
     d1 = check_compute_operand(ctx, opn, "data1", d1, eng)
     d2 = check_compute_operand(ctx, opn, "data2", d2, eng)
     dst = check_compute_operand(ctx, opn, "dst", dst, eng)
@@ -181,7 +187,7 @@ def tensor_scalar(
             "err_tensor_scalar_op_class", f"tensor_scalar op0 ({a0.name}) and op1 ({a1.name}) must both be arithmetic or both bitvec"
         )
     data = require_tensor(opn, "data", data)
-    eng = _alu_engine(opn, a0, engine, data)
+    eng = _alu_engine(opn, a0, engine, data, dst=dst)
     if eng == "scalar" and ctx.target.nc_version == 3 and (a0.name, a1.name if a1 else None) not in _SCALAR_TS_OK:
         raise NkiValidationError(
             "err_tensor_scalar_scalar_engine",

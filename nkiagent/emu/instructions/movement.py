@@ -181,13 +181,17 @@ def _deferred(dst: NkiTensor, src: NkiTensor) -> bool:
     return True
 
 
+#: The permutation ``dma_transpose`` applies without ``axes``, by source rank (AWS's documented defaults).
+_DMA_TRANSPOSE_DEFAULT = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
+
+
 @instruction(
     family="data movement",
     engines="dma",
     source=page("dma_transpose"),
     attrs=DmaTransposeAttrs,
     rules=(
-        "src in HBM or SBUF, dst in SBUF, same rank; axes (1, 0), (2, 1, 0) or (3, 1, 2, 0)",
+        "src in HBM or SBUF, dst in SBUF, same rank; axes (1, 0), (2, 1, 0) or (3, 1, 2, 0), by default the one of src's rank",
         "dst.shape must be src.shape permuted by axes",
     ),
     example="nisa.dma_transpose(dst=xt_sb, src=x_hbm[0:128, 0:64])",
@@ -211,7 +215,7 @@ def dma_transpose(
     check_partitions(ctx, op, "dst", dst, start_rule=False)
     if dst.ndim != src.ndim:
         raise NkiValidationError("err_dma_transpose_rank", f"dma_transpose requires dst rank == src rank, got {dst.ndim} and {src.ndim}")
-    axes = tuple(axes) if axes is not None else tuple(reversed(range(src.ndim)))
+    axes = tuple(axes) if axes is not None else _DMA_TRANSPOSE_DEFAULT.get(src.ndim, tuple(reversed(range(src.ndim))))
     if axes not in ((1, 0), (2, 1, 0), (3, 1, 2, 0)):
         raise NkiValidationError(
             "err_dma_transpose_axes", f"dma_transpose axes {axes} not supported; use (1, 0), (2, 1, 0) or (3, 1, 2, 0)"

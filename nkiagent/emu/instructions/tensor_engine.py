@@ -59,7 +59,7 @@ _FP32_LIKE = (dt.float32, dt.tfloat32)
     attrs=MatmulAttrs,
     rules=(
         "stationary [K, M] and moving [K, N] in SBUF, K ≤ 128 and M ≤ 128; N ≤ 512 (fp32 dst)",
-        "dst [M, N] in PSUM, fp32 (bf16 allowed on trn3), within one 2 KiB PSUM bank on trn1/trn2",
+        "dst [M, N] in PSUM, fp32 (bf16 allowed on trn3; is_transpose on trn2+ writes bf16/fp16 moving in its own dtype), within one 2 KiB PSUM bank on trn1/trn2",
         "fp32/tf32 operands pair only with fp32/tf32; is_*_onezero flags are checked against the data",
         "accumulate=None: the first write overwrites, later matmuls into the tile accumulate",
     ),
@@ -206,7 +206,9 @@ def _check_matmul(
             "err_matmul_dst_shape",
             f"nc_matmul dst{list(dst.shape)} must be [{m}, {n}] for stationary{list(st.shape)} and moving{list(mv.shape)}",
         )
-    if dst.dtype != dt.float32 and not (t.matmul_bf16_dst and dst_bf16):
+    # Transpose mode (trn2+) moves 16-bit values bit-exactly, so it writes them to PSUM in their own dtype.
+    transpose_16bit = is_transpose and t.nc_version >= 3 and dst.dtype in (dt.bfloat16, dt.float16) and mv.dtype == dst.dtype
+    if dst.dtype != dt.float32 and not (t.matmul_bf16_dst and dst_bf16) and not transpose_16bit:
         raise NkiValidationError(
             "err_matmul_dst_dtype", f"nc_matmul dst dtype must be float32 on gen{t.nc_version}, got {dt.dtype_name(dst.dtype)}"
         )
