@@ -181,7 +181,7 @@ class Trace:
                                                tuple(_access_from(a) for a in writes), str(loc), pid, loops, attrs))
         return t
 
-    def digest(self) -> str:
+    def digest(self, formatted: dict[Access, bytes] | None = None) -> str:
         """A fingerprint of everything the cost model reads: two runs with equal digests are priced the same.
 
         Tensor data never enters a record, so for NKI — whose instruction stream is fixed by the
@@ -191,8 +191,10 @@ class Trace:
         import hashlib
 
         h = hashlib.sha256(self.target.encode())
-        # operands repeat (loops touch the same views again and again): format each distinct one once
-        formatted: dict[Access, bytes] = {}
+        # operands repeat (loops touch the same views again and again, every run of a shape the same ones):
+        # format each distinct one once — ``formatted`` may be shared by the digests of one verification
+        if formatted is None:
+            formatted = {}
 
         def operands(accesses: tuple[Access, ...]) -> bytes:
             return b"|".join([formatted.get(a) or formatted.setdefault(a, repr(a).encode()) for a in accesses])

@@ -200,6 +200,7 @@ class _Batch:
 
     outcomes: list[WorkerOutcome]
     digests: dict[int, str] = field(default_factory=dict)
+    formatted: dict[Any, bytes] = field(default_factory=dict)  #: operand texts, shared by the runs' digests
 
     @property
     def failed(self) -> WorkerOutcome | None:
@@ -220,7 +221,7 @@ class _Batch:
         """The run's :meth:`Trace.digest`, computed once."""
         if run_id not in self.digests:
             trace = self.trace(run_id)
-            self.digests[run_id] = trace.digest() if trace is not None else ""
+            self.digests[run_id] = trace.digest(self.formatted) if trace is not None else ""
         return self.digests[run_id]
 
     def cleanup(self) -> None:
