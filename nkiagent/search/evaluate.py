@@ -36,6 +36,9 @@ class EvalJob:
     distributions: tuple[str, ...] = ("normal",)
     hidden: bool = True
     cascade: bool = True
+    #: sandboxed processes this job's verification may run at once (``None``: one per core). An executor
+    #: that runs several jobs at once gives each its share, so ``workers`` is the number of sandboxes.
+    parallel: int | None = None
 
 
 _TASKS: dict[str, Any] = {}
@@ -71,14 +74,14 @@ def cascade_evaluate(job: EvalJob) -> dict[str, Any]:
                 path,
                 _small(task),
                 job.target,
-                VerifyOptions(seeds=1, distributions=job.distributions[:1], hidden=False, with_baseline=False),
+                VerifyOptions(seeds=1, distributions=job.distributions[:1], hidden=False, with_baseline=False, parallel=job.parallel),
             ).to_dict()
             if small["verdict"] != "pass":
                 gate = next((c for c in small["checks"] if c["name"] == "static_gate"), None)
                 small["stage"] = "static" if gate is not None and not gate["ok"] else "small"
                 small["reasons"] = [f"{r} [small-shape stage {dict(_small(task).dims)}]" for r in small["reasons"]]
                 return small
-        opts = VerifyOptions(seeds=job.seeds, distributions=job.distributions, hidden=job.hidden)
+        opts = VerifyOptions(seeds=job.seeds, distributions=job.distributions, hidden=job.hidden, parallel=job.parallel)
         full = verify(path, task, job.target, opts).to_dict()
         full["stage"] = "full"
         return full
@@ -113,7 +116,8 @@ class LocalExecutor:
     def map(self, jobs: Sequence[EvalJob]) -> list[dict[str, Any]]:
         if self._pool is None:
             return [self._evaluate(j) for j in jobs]
-        return list(self._pool.map(self._evaluate, jobs))
+        share = max(1, self.workers // max(1, min(self.workers, len(jobs))))  # as verify_many divides them
+        return list(self._pool.map(self._evaluate, [dataclasses.replace(j, parallel=j.parallel or share) for j in jobs]))
 
     def close(self) -> None:
         if self._pool is not None:
@@ -142,7 +146,8 @@ class RayExecutor:
         self._remote = ray.remote(num_cpus=1)(cascade_evaluate)
 
     def map(self, jobs: Sequence[EvalJob]) -> list[dict[str, Any]]:
-        return list(self._ray.get([self._remote.remote(j) for j in jobs]))
+        # a task holds one CPU (num_cpus=1): its verification runs one sandbox, so workers = sandboxes
+        return list(self._ray.get([self._remote.remote(dataclasses.replace(j, parallel=j.parallel or 1)) for j in jobs]))
 
     def close(self) -> None:
         if self._owns and self._ray.is_initialized():

@@ -95,3 +95,12 @@ def test_cli_search_then_report(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert f"| {out['session_id']} | vector_add_small | beam | builtin/tuner | 4 |" in md
     assert main(["report", "nope", "--sessions-dir", str(sessions)]) == 2
     assert "error: not a session:" in capsys.readouterr().out
+
+
+def test_an_executor_divides_its_sandboxes_between_the_jobs_it_runs_at_once() -> None:
+    """``workers`` is the number of sandboxes: four jobs on two workers get one process each, a lone job both."""
+    seen = LocalExecutor(2, evaluate=lambda job: {"parallel": job.parallel})
+    job = EvalJob("", "vector_add")
+    assert [r["parallel"] for r in seen.map([job] * 4)] == [1, 1, 1, 1]
+    assert [r["parallel"] for r in seen.map([job])] == [2]
+    seen.close()
