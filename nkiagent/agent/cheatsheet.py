@@ -108,8 +108,11 @@ def _isa_table() -> list[str]:
             since = f"; trn{d.nc_version - 1}+" if d.nc_version > 2 else ""
             out.append(f"- nisa.{d.name}{_sig(d.impl)} — {d.summary} [{_engines(d.placement)}{since}]")
     public = api_module("nki.isa", isa)
-    queries = [n for n in public.__all__ if n not in REGISTRY and inspect.isfunction(getattr(public, n))]
+    missing = [n for n in public.__all__ if n in isa._KNOWN_NOT_EMULATED]  # importable, an error if called: one line
+    queries = [n for n in public.__all__ if n not in REGISTRY and n not in missing and inspect.isfunction(getattr(public, n))]
     out += [f"- nisa.{n}{_sig(getattr(public, n))} — {_first_line(getattr(public, n))}" for n in queries]
+    if missing:
+        out.append(f"- not emulated (importable; calling one is an error that says why): {', '.join(f'nisa.{n}' for n in missing)}")
     return out + [""]
 
 
