@@ -287,11 +287,13 @@ def _advice(trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile, pa
             out.append(f"engine balance: {ENGINE_LABELS[busiest]} is {stat.active_pct:.0f}% busy and does most of the critical path's work{where} "
                        f"while {others} busy; move part of its element-wise work to them (ScalarE `activation` applies scale and bias too; "
                        "GpSimd runs the same ALU ops more slowly) so the engines share the time")
-    # VectorE accumulating matmul results itself: reads a matmul's PSUM tile into an SBUF tile it also reads (acc += psum)
+    # VectorE summing matmul results itself: adds a matmul's PSUM tile into an SBUF tile it also reads (acc += psum);
+    # a PSUM-parked operand (a broadcast weight multiplied in) is not an evacuation to block
     matmul_psum = {a.region.alloc for i, _ in matmuls for a in i.writes}
     psum_adds = sum(
         1 for i, _ in pairs
-        if i.op == "tensor_tensor" and any(a.memory == "psum" and a.region.alloc in matmul_psum for a in i.reads)
+        if i.op == "tensor_tensor" and i.attrs.get("alu") == "add"
+        and any(a.memory == "psum" and a.region.alloc in matmul_psum for a in i.reads)
         and any(w.memory != "psum" and any(r.region.alloc == w.region.alloc for r in i.reads) for w in i.writes)
     )  # fmt: skip
     if matmuls and psum_adds * 2 >= len(matmuls) and leads("vector", 0.1):

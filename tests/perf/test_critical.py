@@ -136,7 +136,7 @@ def test_the_bottleneck_engines_waits_are_advice_naming_what_it_waited_for() -> 
 
 
 def _k_tiles(a, b, accumulate_on_vector: bool):
-    """Eight K tiles through one PSUM tile: summed on VectorE (acc += psum, one evacuation each) or scaled into a fresh tile."""
+    """Eight K tiles through one PSUM tile: summed on VectorE (acc += psum, one evacuation each) or multiplied in (acc *= psum)."""
     import nki.isa as nisa
     import nki.language as nl
 
@@ -153,8 +153,7 @@ def _k_tiles(a, b, accumulate_on_vector: bool):
         if accumulate_on_vector:
             nisa.tensor_tensor(dst=acc, data1=acc, data2=p, op=nl.add)
         else:
-            scaled = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
-            nisa.tensor_tensor(dst=scaled, data1=p, data2=acc, op=nl.multiply)
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=p, op=nl.multiply)  # a PSUM-parked operand multiplied in place
     nisa.dma_copy(dst=out, src=acc)
     return out
 
