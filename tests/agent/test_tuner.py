@@ -387,3 +387,16 @@ def test_no_tunables_submits_after_one_evaluation(tmp_path: Path) -> None:
     assert run.calls() == ["read_file", "evaluate", "submit"] and len(run.evaluations) == 1
     assert run.submitted is not None and run.submitted["summary"].startswith("No `# nkiagent: tune` constants")
     assert not run.edits
+
+
+def test_the_profile_the_model_reads_names_lines_of_its_own_file(tmp_path: Path) -> None:
+    """Hot lines, the critical path and idle waits quote ``kernels/vector_add.py:N``, never the worker's scratch copy."""
+    from nkiagent.agent.tools import profile
+
+    ctx = AgentContext(_workspace(tmp_path, DEMO_SOURCE), get_task("vector_add"), "trn2", verify_seeds=1)
+    shown = profile(ctx, KERNEL)
+    assert shown.ok, shown.content
+    prof = shown.data["evaluation"]["profile"]
+    places = [h["location"] for h in prof["hot_lines"]] + [s["location"] for s in prof["critical_path"]]
+    assert places and all(p.startswith(f"{KERNEL}:") for p in places), places
+    assert f"{KERNEL}:" in shown.content and "nkiagent-eval" not in shown.content and str(tmp_path) not in shown.content
