@@ -10,6 +10,7 @@ import os
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,28 +73,8 @@ def test_unbounded_allocation_hits_the_memory_limit(tmp_path: Path) -> None:
 def test_segfault_is_reported_as_a_crash(tmp_path: Path) -> None:
     """A worker that dies of a signal (kernel code can no longer crash it from inside: faulthandler is refused)."""
     import signal
-    import threading
 
-    import psutil
-
-    def kill_the_worker() -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            for child in psutil.Process().children(recursive=True):
-                try:  # the worker is the process working in an evaluation's scratch directory (forked or fresh)
-                    is_worker = os.path.basename(child.cwd()).startswith("nkiagent-eval-")
-                except psutil.Error:
-                    continue
-                if is_worker:
-                    time.sleep(1.0)
-                    child.send_signal(signal.SIGSEGV)
-                    return
-            time.sleep(0.05)
-
-    killer = threading.Thread(target=kill_the_worker)
-    killer.start()
-    out = _run(tmp_path, "while True:\n    pass\n", wall_s=30.0)
-    killer.join()
+    out, _ = _while_running(tmp_path, lambda proc: proc.send_signal(signal.SIGSEGV), then_kill=False)
     assert out.status == "crashed" and "SIGSEGV" in out.detail
 
 
@@ -140,29 +121,37 @@ def test_environment_is_scrubbed_of_secrets(tmp_path: Path, monkeypatch: pytest.
 
 def test_answer_without_the_nonce_is_not_trusted(tmp_path: Path) -> None:
     """A kernel that forges an answer on the result pipe cannot know the nonce."""
-    body = (f"import typing\nos = {OS}\nos.write(int(typing.sys.argv[1]), b'{{\"compiled\": true, \"runs\": [], \"nonce\": \"guess\"}}')\n"
-            "os._exit(0)\n")
+    body = (
+        f'import typing\nos = {OS}\nos.write(int(typing.sys.argv[1]), b\'{{"compiled": true, "runs": [], "nonce": "guess"}}\')\n'
+        "os._exit(0)\n"
+    )
     out = _run(tmp_path, body)
     assert out.answer is None and out.status in ("bad-answer", "crashed")
 
 
-def _worker_while(tmp_path: Path, look: object) -> object:
-    """Run a looping kernel and call ``look(worker_process)`` on its worker while it runs."""
+def _while_running(tmp_path: Path, look: Any, then_kill: bool = True) -> tuple[Any, Any]:
+    """Run a looping kernel, call ``look(worker_process)`` on its worker a second into the run, then kill the worker
+    (unless ``look`` ends it itself).
+
+    The worker is the process working in an evaluation's scratch directory (forked from the launcher or started fresh).
+    Returns the run's outcome and what ``look`` returned.
+    """
     import threading
 
     import psutil
 
-    seen: dict[str, object] = {}
+    seen: dict[str, Any] = {}
 
     def watch() -> None:
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and "result" not in seen:
+        while time.monotonic() < deadline:
             for child in psutil.Process().children(recursive=True):
                 try:
                     if os.path.basename(child.cwd()).startswith("nkiagent-eval-"):
-                        time.sleep(0.5)
+                        time.sleep(1.0)
                         seen["result"] = look(child)
-                        child.kill()
+                        if then_kill:
+                            child.kill()
                         return
                 except psutil.Error:
                     continue
@@ -170,9 +159,9 @@ def _worker_while(tmp_path: Path, look: object) -> object:
 
     watcher = threading.Thread(target=watch)
     watcher.start()
-    _run(tmp_path, "while True:\n    pass\n", wall_s=30.0)
+    out = _run(tmp_path, "while True:\n    pass\n", wall_s=30.0)
     watcher.join()
-    return seen.get("result")
+    return out, seen.get("result")
 
 
 def test_a_forked_worker_holds_no_socket_and_leads_its_own_session(tmp_path: Path) -> None:
@@ -182,7 +171,7 @@ def test_a_forked_worker_holds_no_socket_and_leads_its_own_session(tmp_path: Pat
         links = [os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{proc.pid}/fd")]  # type: ignore[attr-defined]
         return links, os.getsid(proc.pid) == proc.pid  # type: ignore[attr-defined]
 
-    links, own_session = _worker_while(tmp_path, look)
+    _, (links, own_session) = _while_running(tmp_path, look)
     assert own_session
     assert not [link for link in links if link.startswith("socket:")], links
     assert len(links) == 5, links  # stdin (/dev/null), stdout and stderr (its log), the answer and the trace pipes
@@ -190,7 +179,7 @@ def test_a_forked_worker_holds_no_socket_and_leads_its_own_session(tmp_path: Pat
 
 def test_fresh_workers_when_the_launcher_is_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NKIAGENT_ZYGOTE", "0")
-    cmdline = _worker_while(tmp_path, lambda proc: " ".join(proc.cmdline()))
+    _, cmdline = _while_running(tmp_path, lambda proc: " ".join(proc.cmdline()))
     assert "nkiagent.sandbox.worker" in str(cmdline)
     monkeypatch.setenv("NKIAGENT_ZYGOTE", "maybe")
     with pytest.raises(ValueError, match=r"NKIAGENT_ZYGOTE='maybe': use 1 \(fork workers from a pre-loaded launcher\) or 0"):
