@@ -37,6 +37,10 @@ __all__ = ["main"]
 #: worker load a module (the guard refuses kernel-initiated file reads, and importing reads files).
 _PRELOAD = ("numpy", "math", "functools", "itertools", "typing", "dataclasses", "enum", "collections", "ml_dtypes", "json",
             "mmap")  # the last for the worker itself: inputs are read-only maps of the cached files
+#: Modules the harness's own code loads lazily once kernels run, which the guard refuses to load then: imported
+#: first (a fresh venv showed it: where no site-packages hook loads ``threading`` at start-up, the fresh worker and
+#: AWS's simulator path failed). Kernels still may not import them or start threads.
+_HARNESS = ("threading",)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -179,7 +183,7 @@ def preload() -> None:
 
     emu.install(force=True)
     keep_freed_blocks()  # it needs ctypes, which the guard refuses once it is in
-    for name in (*_PRELOAD, "nki", "nki.language", "nki.isa", "nki.typing", "neuronxcc.nki", "nkiagent.tasks",
+    for name in (*_PRELOAD, *_HARNESS, "nki", "nki.language", "nki.isa", "nki.typing", "neuronxcc.nki", "nkiagent.tasks",
                  "nkiagent.sandbox.arrays", "nkiagent.sandbox.policy", "nkiagent.emu.trace"):
         importlib.import_module(name)
     _preloaded = True
@@ -199,7 +203,7 @@ def _serve(req: dict[str, Any], stream_fd: int) -> dict[str, Any]:
         from nkiagent.sandbox.real import real_simulator
 
         real_sim = real_simulator(req.get("api", "0.3"), req.get("package_paths", []))
-        for name in _PRELOAD:
+        for name in (*_PRELOAD, *_HARNESS):
             importlib.import_module(name)
     else:
         preload()
