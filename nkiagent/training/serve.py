@@ -154,8 +154,12 @@ def parse_request(body: bytes, resolve: Any) -> tuple[list[Any], list[str], list
             loadable = resolve(task)
         except (KeyError, FileNotFoundError, ValueError, ImportError, SyntaxError) as exc:
             raise BadRequest(400, f"items[{i}]: {exc.args[0] if exc.args else exc}") from None
-        for col, v in zip(out, (comp, loadable, target, _opt_text(it, "kernel", i), _opt_text(it, "kernel_path", i))):
-            col.append(v)
+        comps, tasks, targets, kernels, paths = out
+        comps.append(comp)
+        tasks.append(loadable)
+        targets.append(target)
+        kernels.append(_opt_text(it, "kernel", i))
+        paths.append(_opt_text(it, "kernel_path", i))
     return out
 
 
