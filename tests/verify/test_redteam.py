@@ -104,12 +104,13 @@ def test_exploit_is_caught(exploit: Exploit, verdicts: dict[str, Future[EvalResu
 def _assert_no_leak(exploit: Exploit, res: EvalResult) -> None:
     """Nothing a wrong kernel could use as an oracle: no hidden size, seed, output or reference value."""
     task = get_task(exploit.task)
-    text = json.dumps(res.to_dict())
+    # what the verdict says, not its bookkeeping: a wall time of 3.974 s or a hash is no oracle
+    text = json.dumps({k: v for k, v in res.to_dict().items() if k not in ("wall_s", "code_sha256")})
     visible = {v for v in task.dims.values()}
     for dims in task.hidden_dims:
         for name, size in dims.items():
             if size not in visible:
-                assert not re.search(rf"\b{name}={size}\b|\b{size}\b", text), f"{exploit.name} leaks the hidden size {name}={size}"
+                assert not re.search(rf"\b{name}={size}\b|(?<![\d.]){size}(?![\d.])", text), f"{exploit.name} leaks the hidden size {name}={size}"
     assert not re.search(r"\bseed\b|\bgot\b|expected [-\d]", text), f"{exploit.name} leaks a seed or a value: {res.reasons}"
 
 
