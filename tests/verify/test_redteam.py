@@ -110,7 +110,7 @@ def _assert_no_leak(exploit: Exploit, res: EvalResult) -> None:
     for dims in task.hidden_dims:
         for name, size in dims.items():
             if size not in visible:
-                assert not re.search(rf"\b{name}={size}\b|(?<![\d.]){size}(?![\d.])", text), f"{exploit.name} leaks the hidden size {name}={size}"
+                assert not re.search(rf"\b{name}={size}\b|(?<![\w.]){size}(?!\w|\.\d)", text), f"{exploit.name} leaks the hidden size {name}={size}"
     assert not re.search(r"\bseed\b|\bgot\b|expected [-\d]", text), f"{exploit.name} leaks a seed or a value: {res.reasons}"
 
 
