@@ -720,9 +720,9 @@ def child(case: Case) -> Outcome:
     """Run one case in this (sandboxed) process."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     _stub_device_modules()
-    import nkiagent.emu
+    import nkiagent.shim
 
-    nkiagent.emu.install(force=True)
+    nkiagent.shim.install(force=True)
     start = time.perf_counter()
     try:
         matches, detail = RUNNERS[case.kind](case)
@@ -792,7 +792,7 @@ def pytest_cases(root: Path, tag: str, seen: dict[str, str], mem_gb: float, max_
     if not unit.is_dir():
         return []
     code = (
-        "import sys, pytest, nkiagent.emu; nkiagent.emu.install(force=True); sys.path.insert(0, sys.argv[1]);"
+        "import sys, pytest, nkiagent.shim; nkiagent.shim.install(force=True); sys.path.insert(0, sys.argv[1]);"
         "sys.exit(pytest.main(['-q', '--collect-only', '-p', 'no:cacheprovider', '--simulation-only', sys.argv[2]]))"
     )
     proc = subprocess.run([sys.executable, "-c", code, str(root / "src"), str(unit)], capture_output=True, text=True, timeout=600, check=False,

@@ -42,9 +42,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the matmul kernels live in tests/emu/kernels/
 
-from nkiagent import emu
+from nkiagent import emu, shim
 
-emu.install(force=True)
+shim.install(force=True)
 
 import ml_dtypes
 import nki

@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 _TIMING_ONLY = r"""
 import json, resource, sys, time
 sys.path.insert(0, {root!r})
-import nkiagent.emu as emu
-emu.install()
+import nkiagent.emu as emu, nkiagent.shim as shim
+shim.install()
 from tests.emu.kernels import matmul as mm
 from nkiagent.perf import profile_kernel
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -53,9 +53,9 @@ def tracing_overhead(reps: int = 21) -> dict[str, float]:
     sys.path.insert(0, str(ROOT))
     import numpy as np
 
-    from nkiagent import emu
+    from nkiagent import emu, shim
 
-    emu.install()
+    shim.install()
     from nkiagent.perf import build_profile, get_spec, schedule
     from tests.emu.kernels import matmul as mm
 

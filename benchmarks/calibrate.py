@@ -25,9 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the kernels live in tests/
 
-from nkiagent import emu
+from nkiagent import shim
 
-emu.install(force=True)
+shim.install(force=True)
 
 from nkiagent.perf import MODEL_VERSION
 from tests.perf import calibration_points as cp

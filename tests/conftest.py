@@ -1,4 +1,4 @@
-"""Test-wide setup: ``import nki`` resolves to the embedded emulator in every test."""
+"""Test-wide setup: ``import nki`` (and ``neuronxcc.nki``) resolves to the embedded emulator in every test."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from nkiagent import emu
+from nkiagent import shim
 from nkiagent.config import ENV_PREFIX, Settings
 
-emu.install(force=True)
+shim.install(force=True)  # the emulator's faces, the legacy one with benchmark/profile on the cost model
 
 # The verifier's input cache lives on tmpfs (RAM): one per test run, removed at exit. Under
 # pytest-xdist the controller makes it before its workers start and they inherit it (the cache

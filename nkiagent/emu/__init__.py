@@ -5,6 +5,10 @@ absent, or always with ``force=True``), then run kernels with ``nki.simulate(ker
 or, with a trace for the cost model, :func:`run_kernel`. Kernels written for the first API
 generation (``import neuronxcc.nki``, NKI 0.1) run on the same core through the legacy
 front-end in :mod:`nkiagent.emu.legacy` (``run_kernel(..., api="0.1")``).
+
+The emulator imports only NumPy and ml_dtypes, so the legacy face it installs refuses
+``neuronxcc.nki.benchmark`` and ``profile`` (they answer with the cost model, a layer above):
+code that runs kernels installs through :func:`nkiagent.shim.install`, which adds them.
 """
 
 from __future__ import annotations

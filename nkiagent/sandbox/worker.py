@@ -106,10 +106,10 @@ def _pick_kernel(namespace: dict[str, Any], name: str | None) -> Any:
 
 
 def _emulator_modules() -> list[types.ModuleType]:
-    """The modules whose code makes and records instructions: the emulator and the ``nki`` faces kernels import."""
+    """The modules whose code makes and records instructions: the emulator, the shim above it and the faces kernels import."""
     names = ("nki", "neuronxcc")
     return [m for n, m in sorted(sys.modules.items())
-            if isinstance(m, types.ModuleType) and (n.startswith("nkiagent.emu") or n.split(".")[0] in names)]
+            if isinstance(m, types.ModuleType) and (n.startswith(("nkiagent.emu", "nkiagent.shim")) or n.split(".")[0] in names)]
 
 
 def _fingerprint(modules: list[types.ModuleType]) -> dict[str, int]:
@@ -178,10 +178,10 @@ def preload() -> None:
     global _preloaded
     if _preloaded:
         return
-    from nkiagent import emu
+    from nkiagent import shim
     from nkiagent.emu.frontend import keep_freed_blocks
 
-    emu.install(force=True)
+    shim.install(force=True)  # the emulator's faces, with the legacy face's benchmark/profile on the cost model
     keep_freed_blocks()  # it needs ctypes, which the guard refuses once it is in
     for name in (*_PRELOAD, *_HARNESS, "nki", "nki.language", "nki.isa", "nki.typing", "neuronxcc.nki", "nkiagent.tasks",
                  "nkiagent.sandbox.arrays", "nkiagent.sandbox.policy", "nkiagent.emu.trace"):

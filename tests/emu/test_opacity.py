@@ -27,6 +27,7 @@ import pytest
 import nkiagent.emu.instructions.elementwise as emu_elementwise
 import nkiagent.emu.isa as emu_isa
 import nkiagent.emu.language as emu_language
+import nkiagent.shim
 from nkiagent import emu
 from nkiagent.emu import NkiError
 
@@ -298,10 +299,13 @@ def test_install_force_makes_nki_resolve_to_the_emulator() -> None:
         assert fresh_nl is shim.language and fresh_nl.matmul is emu_language.matmul
         assert nki.simulate is emu.simulate and nki.jit is emu.jit
     finally:
-        emu.install(force=True)
+        nkiagent.shim.install(force=True)  # what tests/conftest.py installs
 
 
 def test_real_nki_is_not_available_here_and_plain_install_uses_the_emulator() -> None:
     assert emu.real_nki_available() is False
-    assert emu.install() == "emulator"
-    assert sys.modules["nki"].__version__.endswith("+nkiagent.emu")
+    try:
+        assert emu.install() == "emulator"
+        assert sys.modules["nki"].__version__.endswith("+nkiagent.emu")
+    finally:
+        nkiagent.shim.install(force=True)  # what tests/conftest.py installs

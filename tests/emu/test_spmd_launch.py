@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import nkiagent.emu as emu
+from nkiagent import shim
 
-emu.install()
+shim.install()
 import nki  # noqa: E402
 import nki.isa as nisa  # noqa: E402
 import nki.language as nl  # noqa: E402

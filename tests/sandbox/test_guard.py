@@ -165,11 +165,11 @@ def test_forged_stream_lines_are_refused(tmp_path: Path) -> None:
 
 
 def _traced(n: int = 512) -> Trace:
-    from nkiagent import emu
+    from nkiagent import emu, shim
 
     path = Path(__file__).resolve().parents[1] / "verify" / "honest" / "vector_add_opt.py"
     ns: dict = {}
-    emu.install()
+    shim.install()
     exec(compile(path.read_text(), str(path), "exec"), ns)  # noqa: S102 — running the honest kernel in this process is the test
     kernel = next(v for v in ns.values() if isinstance(v, emu.frontend.Kernel))
     trace = Trace()

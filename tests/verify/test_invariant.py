@@ -73,9 +73,9 @@ def test_a_kernel_whose_instructions_follow_the_data_is_rejected(tmp_path: Path)
 
 
 def _kernel(path: Path):
-    from nkiagent import emu
+    from nkiagent import shim
 
-    emu.install()
+    shim.install()
     ns: dict = {}
     exec(compile(path.read_text(), str(path), "exec"), ns)  # noqa: S102 — the test runs its own kernel file in-process
     return ns["kernel"]
