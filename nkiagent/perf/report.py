@@ -27,14 +27,11 @@ def _path_lines(p: Profile, room: int) -> list[str]:
         count = f" ×{st['count']}" if st["count"] > 1 else ""
         wait = {"operands": "after its operands", "engine": "after its engine", "start": "first"}[st["waits_for"]]
         return f"  {st['start_us']:8.2f}–{st['end_us']:.2f} µs  {st['engine']:7s} {st['op']}{count} at {st['location']} ({wait})"
-
     if len(steps) <= room:
         return [fmt(st) for st in steps]
     head = room // 2
     tail = max(0, room - head - 1)
-    return (
-        [fmt(st) for st in steps[:head]] + [f"  … {len(steps) - head - tail} more steps"] + [fmt(st) for st in steps[len(steps) - tail :]]
-    )
+    return [fmt(st) for st in steps[:head]] + [f"  … {len(steps) - head - tail} more steps"] + [fmt(st) for st in steps[len(steps) - tail:]]
 
 
 def summary_text(p: Profile, max_lines: int = 40) -> str:
@@ -50,17 +47,12 @@ def summary_text(p: Profile, max_lines: int = 40) -> str:
         f"bottleneck: {p.bottleneck}",
     ]
     if not p.faithful:
-        lines.insert(
-            0,
-            "NOT FAITHFUL: this timing-only run has no data, and the kernel read tensor values into its control flow or "
-            f"addresses (they read 0), so the estimate below may not be the kernel's; profile with data instead. "
-            f"First: {p.unfaithful[0]}",
-        )
+        lines.insert(0, "NOT FAITHFUL: this timing-only run has no data, and the kernel read tensor values into its control flow or "
+                        f"addresses (they read 0), so the estimate below may not be the kernel's; profile with data instead. "
+                        f"First: {p.unfaithful[0]}")
     if p.sol_latency_us is not None:
-        lines.append(
-            f"speed of light {p.sol_latency_us:,.2f} µs (the task's minimum work at peak rates) → {100 * (p.fraction_of_sol or 0):.1f}% of it; "
-            f"roofline {p.roofline_us:,.2f} µs (this kernel's own bytes and FLOPs at peak, {p.roofline_bound})"
-        )
+        lines.append(f"speed of light {p.sol_latency_us:,.2f} µs (the task's minimum work at peak rates) → {100 * (p.fraction_of_sol or 0):.1f}% of it; "
+                     f"roofline {p.roofline_us:,.2f} µs (this kernel's own bytes and FLOPs at peak, {p.roofline_bound})")
     else:
         lines.append(f"roofline bound {p.roofline_us:,.2f} µs ({p.roofline_bound}: this kernel's own bytes and FLOPs at peak rates)")
     for name, st in p.engines.items():
@@ -69,13 +61,10 @@ def summary_text(p: Profile, max_lines: int = 40) -> str:
     overlap = f"; {p.dma_overlap_pct:.0f}% of DMA time overlaps compute" if p.dma_overlap_pct is not None else ""
     lines.append(
         f"HBM read {p.hbm_read_bytes / mib:,.2f} MiB, write {p.hbm_write_bytes / mib:,.2f} MiB; {p.dma_count} DMAs by contiguous chunk: "
-        + ", ".join(f"{k} {v}" for k, v in p.dma_histogram.items())
-        + overlap
+        + ", ".join(f"{k} {v}" for k, v in p.dma_histogram.items()) + overlap
     )
     if p.flops:
-        lines.append(
-            f"matmul {p.flops / 1e9:,.3f} GFLOP: HFU {p.hfu_pct:.1f}%, MFU {p.mfu_pct:.1f}%, arithmetic intensity {p.arithmetic_intensity:,.1f} FLOP/B"
-        )
+        lines.append(f"matmul {p.flops / 1e9:,.3f} GFLOP: HFU {p.hfu_pct:.1f}%, MFU {p.mfu_pct:.1f}%, arithmetic intensity {p.arithmetic_intensity:,.1f} FLOP/B")
     # what a model needs most comes first when lines are short: the advice, three steps of the
     # critical path, what idle engines waited for, then the hottest lines
     room = max_lines - len(lines)
@@ -92,11 +81,7 @@ def summary_text(p: Profile, max_lines: int = 40) -> str:
     if gaps_n:
         lines.append("idle engines (longest waits; what they waited for):")
         for g in p.idle_gaps[:gaps_n]:
-            times = (
-                f"{g['start_us']:.2f}–{g['end_us']:.2f} µs"
-                if g["count"] == 1
-                else f"{g['idle_us']:.2f} µs in {g['count']} gaps within {g['start_us']:.2f}–{g['end_us']:.2f} µs"
-            )
+            times = f"{g['start_us']:.2f}–{g['end_us']:.2f} µs" if g["count"] == 1 else f"{g['idle_us']:.2f} µs in {g['count']} gaps within {g['start_us']:.2f}–{g['end_us']:.2f} µs"
             lines.append(f"  {g['engine']} idle {times} waiting for {g['waiting_for']}")
     lines.extend(advice)
     if hot_n:
@@ -119,21 +104,9 @@ def chrome_trace(trace: Trace, timeline: Timeline, spec: HardwareSpec) -> dict[s
         args = {"seq": ev.seq, "line": ev.location, "end_us": round(ev.end_ns / 1e3, 4)}
         if ev.engine == "dma":
             for q in ev.queues:
-                events.append(
-                    {"name": ev.op, "ph": "X", "pid": 1, "tid": 100 + q, "ts": ev.start_ns / 1e3, "dur": ev.busy_ns / 1e3, "args": args}
-                )
+                events.append({"name": ev.op, "ph": "X", "pid": 1, "tid": 100 + q, "ts": ev.start_ns / 1e3, "dur": ev.busy_ns / 1e3, "args": args})
         else:
-            events.append(
-                {
-                    "name": ev.op,
-                    "ph": "X",
-                    "pid": 1,
-                    "tid": tids.get(ev.engine, 0),
-                    "ts": ev.start_ns / 1e3,
-                    "dur": ev.busy_ns / 1e3,
-                    "args": args,
-                }
-            )
+            events.append({"name": ev.op, "ph": "X", "pid": 1, "tid": tids.get(ev.engine, 0), "ts": ev.start_ns / 1e3, "dur": ev.busy_ns / 1e3, "args": args})
     return {"traceEvents": meta + events, "displayTimeUnit": "ns", "otherData": {"timing_source": "emulator-estimate", "target": spec.name}}
 
 

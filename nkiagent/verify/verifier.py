@@ -167,13 +167,8 @@ def baseline_case(task: Task) -> Case:
 def _run_baseline(task: Task, path: Path, target: str, limits: Limits, inputs: str | None) -> float | None:
     first = baseline_case(task)
     cache = inputs or InputCache().ensure(task, [first])
-    run = {
-        "id": 0,
-        "dims": dict(task.dims),
-        "seed": 0,
-        "dist": first.distribution,
-        "input_paths": InputCache.input_paths(cache, 0, len(task.inputs)),
-    }
+    run = {"id": 0, "dims": dict(task.dims), "seed": 0, "dist": first.distribution,
+           "input_paths": InputCache.input_paths(cache, 0, len(task.inputs))}
     out = run_worker(path, None, [run], target=target, api=_detect_api(path.read_text()), limits=limits)
     try:
         return _profile(out.priced_trace(0), task, target, dict(task.dims)).latency_us if out.answer and 0 in out.traces else None
@@ -238,9 +233,8 @@ def _parallel(opts: VerifyOptions) -> int:
     return max(1, opts.parallel if opts.parallel is not None else (os.cpu_count() or 1))
 
 
-def _run_cases(
-    path: Path, runs: list[dict[str, Any]], target: str, api: str, opts: VerifyOptions, real: dict[str, Any], on_run: Any = None
-) -> _Batch:
+def _run_cases(path: Path, runs: list[dict[str, Any]], target: str, api: str, opts: VerifyOptions, real: dict[str, Any],
+               on_run: Any = None) -> _Batch:
     """Run the cases in ``parallel`` worker processes, interleaved so each gets a share of every shape.
 
     The determinism re-run of case 0 is the last run; interleaving puts it in another process
@@ -252,9 +246,8 @@ def _run_cases(
     if n == 1:
         return _Batch([run_worker(path, None, chunks[0], target=target, api=api, limits=opts.limits, on_run=on_run, **real)])
     with ThreadPoolExecutor(max_workers=n, thread_name_prefix="nkiagent-cases") as pool:
-        futures = [
-            pool.submit(run_worker, path, None, c, target=target, api=api, limits=opts.limits, on_run=on_run, **real) for c in chunks
-        ]
+        futures = [pool.submit(run_worker, path, None, c, target=target, api=api, limits=opts.limits, on_run=on_run, **real)
+                   for c in chunks]
         return _Batch([f.result() for f in futures])
 
 
@@ -327,9 +320,8 @@ def _timeout_detail(progress: dict[str, Any], all_cases: list[Case], visible: di
 # ------------------------------------------------------------------------------------ verify
 
 
-def verify(
-    kernel_path: str | Path, task: Task, target: str = "trn2", options: VerifyOptions | None = None, backend: Any = None
-) -> EvalResult:
+def verify(kernel_path: str | Path, task: Task, target: str = "trn2", options: VerifyOptions | None = None,
+           backend: Any = None) -> EvalResult:
     """Verify one kernel file against ``task`` on ``target``; see the module docstring.
 
     ``backend`` is a backend name (``emulator``, ``neuron-sim``, ``neuron-hw``, ``auto``; default
@@ -375,9 +367,7 @@ def verify(
         uncompiled = batch.uncompiled
         if uncompiled is not None:
             err = uncompiled.get("error", {})
-            res.reasons.append(
-                f"compile error: {err.get('type', '')}: {err.get('message', '')} at {_location(err, scratch_kernels, str(path))}"
-            )
+            res.reasons.append(f"compile error: {err.get('type', '')}: {err.get('message', '')} at {_location(err, scratch_kernels, str(path))}")
             res.add("compile", False, res.reasons[-1])
             return res
         res.compiled = True
@@ -428,24 +418,8 @@ def _fill_profile(res: EvalResult, prof: Any) -> None:
     from ..perf.report import summary_text
 
     pd = prof.to_dict()
-    res.profile = {
-        k: pd[k]
-        for k in (
-            "engines",
-            "bottleneck",
-            "hbm_read_bytes",
-            "hbm_write_bytes",
-            "dma_count",
-            "flops",
-            "mfu_pct",
-            "advice",
-            "hot_lines",
-            "instructions",
-            "critical_path",
-            "idle_gaps",
-            "dma_overlap_pct",
-        )
-    }
+    res.profile = {k: pd[k] for k in ("engines", "bottleneck", "hbm_read_bytes", "hbm_write_bytes", "dma_count", "flops", "mfu_pct", "advice",
+                                      "hot_lines", "instructions", "critical_path", "idle_gaps", "dma_overlap_pct")}
     res.profile["summary"] = summary_text(prof)
     res.model_version = prof.model_version
     res.sol_latency_us = prof.sol_latency_us
@@ -525,18 +499,8 @@ def _compile_failure(res: EvalResult, err: dict[str, Any], path: Path) -> None:
     res.add("neuron_compile", False, res.reasons[-1], code=err.get("code"))
 
 
-def _neuron_timing(
-    res: EvalResult,
-    be: Any,
-    path: Path,
-    source: str,
-    task: Task,
-    target: str,
-    runs: list[dict[str, Any]],
-    cache: str,
-    all_cases: list[Case],
-    opts: VerifyOptions,
-) -> bool:
+def _neuron_timing(res: EvalResult, be: Any, path: Path, source: str, task: Task, target: str, runs: list[dict[str, Any]], cache: str,
+                   all_cases: list[Case], opts: VerifyOptions) -> bool:
     """Latency for a kernel the real simulator found correct. True when ``res`` is final.
 
     ``neuron-sim``: with ``neuronx-cc`` installed the kernel must also compile for the target
@@ -564,10 +528,8 @@ def _neuron_timing(
                 return True
             if not _judge_integrity(res, task, est, visible, all_cases):
                 return True
-            prof = max(
-                (_profile(t, task, target, all_cases[0].dims_dict) for t in _distinct_visible(est, all_cases).values()),
-                key=lambda p: p.latency_us,
-            )
+            prof = max((_profile(t, task, target, all_cases[0].dims_dict) for t in _distinct_visible(est, all_cases).values()),
+                       key=lambda p: p.latency_us)
         finally:
             est.cleanup()
         _fill_profile(res, prof)
@@ -582,11 +544,8 @@ def _neuron_timing(
     if run.error:
         _compile_failure(res, run.error, path)
         return True
-    cmp = compare(
-        run.outputs[0].reshape(task.output_shape(all_cases[0].dims_dict)) if run.outputs else np.zeros(0),
-        InputCache.reference(cache, 0),
-        task.tolerance,
-    )
+    cmp = compare(run.outputs[0].reshape(task.output_shape(all_cases[0].dims_dict)) if run.outputs else np.zeros(0),
+                  InputCache.reference(cache, 0), task.tolerance)
     if not cmp.ok:
         res.verdict, res.correct = "fail", False
         res.reasons.append(f"wrong answer on hardware ({all_cases[0].public_label(task.dims)}): {_error_size(cmp)}")
@@ -603,12 +562,9 @@ def _neuron_timing(
     _fill_profile(res, prof)
     res.latency_us, res.timing_source = prof.latency_us, "neuron-profile"
     res.profile["measurement"] = meas
-    res.add(
-        "timing_spread",
-        bool(meas.get("stable")),
-        f"median {meas.get('median_us')} µs over {meas.get('captures')} captures, spread {100 * meas.get('spread', 0):.2f}% "
-        f"(limit {100 * meas.get('spread_limit', 0):.0f}%)",
-    )
+    res.add("timing_spread", bool(meas.get("stable")),
+            f"median {meas.get('median_us')} µs over {meas.get('captures')} captures, spread {100 * meas.get('spread', 0):.2f}% "
+            f"(limit {100 * meas.get('spread_limit', 0):.0f}%)")
     baseline = task.baseline_path()
     if opts.with_baseline and baseline is not None and baseline.is_file():
         base = be.run(baseline.read_text(), inputs, target)
@@ -642,13 +598,7 @@ def _run_error(err: dict[str, Any], case: Case, scratch_kernels: list[str], orig
 
 
 def _judge_runs(
-    res: EvalResult,
-    task: Task,
-    runs: list[dict[str, Any]],
-    all_cases: list[Case],
-    cache: str,
-    scratch_kernels: list[str],
-    original: str,
+    res: EvalResult, task: Task, runs: list[dict[str, Any]], all_cases: list[Case], cache: str, scratch_kernels: list[str], original: str,
     early: _EarlyChecks | None = None,
 ) -> None:
     """Fill correctness and integrity checks; on the first problem set verdict and reason."""
@@ -671,17 +621,13 @@ def _judge_runs(
                 res.verdict = "rejected"
                 res.reasons.append(f"integrity [{err.get('code')}] at {where(err)}: {err.get('message')}")
             elif err.get("kind") == "nki":
-                res.reasons.append(
-                    f"NKI error [{err.get('code')}] at {where(err)}: {_run_error(err, case, scratch_kernels, original)} ({label})"
-                )
+                res.reasons.append(f"NKI error [{err.get('code')}] at {where(err)}: {_run_error(err, case, scratch_kernels, original)} ({label})")
             elif err.get("kind") == "output":
                 res.reasons.append(f"{err.get('message')} at {where(err)} ({label})")
             elif err.get("kind") == "memory":
                 res.reasons.append(f"memory limit exceeded at {where(err)} ({label})")
             else:
-                res.reasons.append(
-                    f"runtime error {err.get('type')}: {_run_error(err, case, scratch_kernels, original)} at {where(err)} ({label})"
-                )
+                res.reasons.append(f"runtime error {err.get('type')}: {_run_error(err, case, scratch_kernels, original)} at {where(err)} ({label})")
             res.add("run", False, res.reasons[-1], case=label)
             return
         if rec.get("inputs_unchanged") is not True:
@@ -702,13 +648,8 @@ def _judge_runs(
         if task.reshape_output and got.size == int(np.prod(shape)):
             got = got.reshape(shape)
         if tuple(got.shape) != shape or not _output_dtype_ok(task, got):
-            what = (
-                f"shape {list(got.shape)} {got.dtype}, expected {shown} {task.output.dtype}"
-                if not case.hidden
-                else (
-                    f"{'the wrong shape' if tuple(got.shape) != shape else 'the right shape'} and dtype {got.dtype}, expected {task.output.dtype}"
-                )
-            )
+            what = f"shape {list(got.shape)} {got.dtype}, expected {shown} {task.output.dtype}" if not case.hidden else (
+                f"{'the wrong shape' if tuple(got.shape) != shape else 'the right shape'} and dtype {got.dtype}, expected {task.output.dtype}")
             res.reasons.append(f"wrong output: {what} ({label})")
             res.add("output", False, res.reasons[-1])
             return
