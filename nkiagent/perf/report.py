@@ -132,9 +132,7 @@ def plot_png(path: str | Path, p: Profile, timeline: Timeline, spec: HardwareSpe
     ax_t.set_xlabel("time (µs, emulator-estimate)")
     ax_t.set_title(f"{spec.name}: {p.latency_us:,.1f} µs — {p.bottleneck}")
     peak = spec.pe_flops_per_ns  # FLOP/ns == GFLOP/s
-    from .sol import dma_peak_bytes_per_ns
-
-    bw = dma_peak_bytes_per_ns(spec)
+    bw = min(spec.hbm_gbps, spec.dma_bytes_per_ns)
     xs = [0.1, 1, 10, 100, 1000, 10000]
     ax_r.loglog(xs, [min(peak, bw * x) for x in xs], "k-", lw=1)
     if p.flops and p.arithmetic_intensity:

@@ -90,11 +90,12 @@ def _location(err: dict[str, Any], scratch_kernels: list[str], original: str) ->
 
 
 def _profile(trace: Trace, task: Task, target: str, dims: dict[str, int]) -> Any:
-    from ..perf import profile_trace
-    from .bounds import task_speed_of_light
+    from ..perf import profile_trace, speed_of_light
+    from ..perf.specs import get_spec
 
     work = task.work(dims)
-    sol = task_speed_of_light(task, dims, target)
+    sol = speed_of_light(get_spec(target), matmul_flops=work["matmul_flops"], vector_elems=work["vector_elems"],
+                         scalar_elems=work["scalar_elems"], hbm_bytes=work["hbm_bytes"])
     prof, _ = profile_trace(trace, target, task_flops=work["matmul_flops"] or None, sol=sol, precision=task.precision_floor)
     return prof
 
@@ -540,6 +541,9 @@ def _neuron_timing(res: EvalResult, be: Any, path: Path, source: str, task: Task
         if res.baseline_latency_us and not prof.below_speed_of_light:
             res.speedup = round(res.baseline_latency_us / prof.latency_us, 4)
         return True
+    from ..perf import speed_of_light
+    from ..perf.specs import get_spec
+
     run = be.run(source, inputs, target)
     if run.error:
         _compile_failure(res, run.error, path)
@@ -553,9 +557,9 @@ def _neuron_timing(res: EvalResult, be: Any, path: Path, source: str, task: Task
         return True
     res.add("hardware_correctness", True, f"{all_cases[0].public_label(task.dims)} within tolerance on {be.name}")
     prof, meas = run.profile, run.measurement
-    from .bounds import task_speed_of_light
-
-    sol = task_speed_of_light(task, all_cases[0].dims_dict, target)
+    work = task.work(all_cases[0].dims_dict)
+    sol = speed_of_light(get_spec(target), matmul_flops=work["matmul_flops"], vector_elems=work["vector_elems"],
+                         scalar_elems=work["scalar_elems"], hbm_bytes=work["hbm_bytes"])
     if sol.latency_ns > 0 and prof.latency_us:
         prof.sol_latency_us = round(sol.latency_ns / 1e3, 3)
         prof.fraction_of_sol = round(sol.latency_ns / 1e3 / prof.latency_us, 4)
