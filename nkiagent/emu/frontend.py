@@ -26,6 +26,7 @@ from .ops import flush_matmul_group
 from .targets import Target, get_target
 from .tensor import NkiTensor
 from .fast import enabled as fast_enabled
+from .lnc import Scheduler
 from .trace import Trace, collector_paused
 
 __all__ = ["Kernel", "jit", "simulate", "run_kernel", "RunResult", "ShapeSpec", "torch_to_numpy", "numpy_to_torch"]
@@ -107,17 +108,21 @@ def _launch_inline(ctx: memory.KernelContext, kernel: Kernel, args: tuple[Any, .
     """
     base = len(ctx.shared)
     ctx.grid = kernel.grid
-    result: Any = None
+    programs = list(itertools.product(*(range(g) for g in kernel.grid)))
     try:
-        for k, pid in enumerate(itertools.product(*(range(g) for g in kernel.grid))):
-            ctx.program_id = pid
-            ctx.shared_cursor = base
-            r = kernel.fn(*args, **kwargs)
-            if k == 0:
-                result = r
+        return _run_programs(ctx, programs, lambda pid: kernel.fn(*args, **kwargs), shared_base=base)
     finally:
         ctx.grid, ctx.program_id = (), ()
-    return result
+
+
+def _run_programs(
+    ctx: memory.KernelContext, programs: list[tuple[int, ...]], body: Callable[[tuple[int, ...]], Any], shared_base: int = 0
+) -> Any:
+    """Run the launch's programs concurrently (:mod:`.lnc`: interleaved at ``sendrecv``/``core_barrier``); the first one's result."""
+    sched = Scheduler(ctx, programs, body)
+    for p in sched.programs:
+        p.saved["shared_cursor"] = shared_base
+    return sched.run()
 
 
 def jit(fn: Callable[..., Any] | None = None, mode: Any = None, **kwargs: Any) -> Any:
@@ -194,7 +199,9 @@ def _wrap(ctx: KernelContext, value: Any, name: str, args: list[_Arg], torch_in:
             return type(value)(_wrap(ctx, v, f"{name}[{i}]", args, torch_in) for i, v in enumerate(value))
         return value
     if arr.dtype == np.float64 and ctx.api != "0.1":
-        raise NkiTypeError("err_kernel_arg_dtype", f"kernel argument `{name}` is float64, which NKI does not support; pass float32", "<launch>:0")
+        raise NkiTypeError(
+            "err_kernel_arg_dtype", f"kernel argument `{name}` is float64, which NKI does not support; pass float32", "<launch>:0"
+        )
     # 0.1 kernels are fed float64 arrays (NKIBench passes a float64 epsilon); the legacy simulator computed in
     # fp32 anyway, so such arguments are stored as float32 (in-place updates are written back as float64).
     d = dt.float32 if arr.dtype == np.float64 else dt.as_dtype(arr.dtype)
@@ -341,17 +348,15 @@ def run_kernel(
                     from .legacy.runtime import Launch
 
                     launch = Launch(ctx, k.fn, targs, tkw)
-                result: Any = None
                 programs = list(itertools.product(*(range(g) for g in grid))) if grid else [()]
-                for pid in programs:
-                    ctx.program_id = pid
-                    ctx.shared_cursor = 0
-                    ctx.control = ()  # each program branches on its own registers
-                    r = k.fn(*targs, **tkw)
+
+                def program(pid: tuple[int, ...]) -> Any:
+                    r = k.fn(*targs, **tkw)  # each program has its own id, registers and loops (lnc.Scheduler)
                     if launch is not None:
                         launch.returned(r)
-                    if pid == programs[0]:
-                        result = r
+                    return r
+
+                result = _run_programs(ctx, programs, program)
                 flush_matmul_group(ctx)
                 ctx.finish()
                 for alloc in _outputs(result):
@@ -378,4 +383,3 @@ def _param_name(fn: Callable[..., Any], i: int) -> str:
     if code is not None and i < code.co_argcount:
         return code.co_varnames[i]
     return f"arg{i}"
-

@@ -23,7 +23,21 @@ from .errors import NkiCapacityError, NkiRuntimeError, NkiTypeError, NkiValidati
 from .targets import Target
 from .trace import Access, Trace
 
-__all__ = ["Buffer", "sbuf", "psum", "hbm", "shared_hbm", "private_hbm", "BUFFERS", "Alloc", "LazyCopy", "KernelContext", "current", "plain_ints", "running"]
+__all__ = [
+    "Buffer",
+    "sbuf",
+    "psum",
+    "hbm",
+    "shared_hbm",
+    "private_hbm",
+    "BUFFERS",
+    "Alloc",
+    "LazyCopy",
+    "KernelContext",
+    "current",
+    "plain_ints",
+    "running",
+]
 
 
 class Buffer:
@@ -197,7 +211,9 @@ class Alloc:
         last = shape[-1] if shape else 1
         if (shape and strides[-1] != 1) or last % g or offset % g or any(s % g for s in strides[:-1]):
             return None
-        return np.ndarray(shape[:-1] + (last // g,), bool, buffer=self.cover, offset=offset // g, strides=tuple(s // g for s in strides[:-1]) + (1,))
+        return np.ndarray(
+            shape[:-1] + (last // g,), bool, buffer=self.cover, offset=offset // g, strides=tuple(s // g for s in strides[:-1]) + (1,)
+        )
 
     def unwritten(self, offset: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> Any:
         """While fresh: the value every element of this geometry reads as when no store has written
@@ -293,7 +309,9 @@ class LazyCopy:
 
     __slots__ = ("offset", "shape", "strides", "region", "source", "origin", "order")
 
-    def __init__(self, offset: int, shape: tuple[int, ...], strides: tuple[int, ...], region: Any, source: np.ndarray, origin: Alloc) -> None:
+    def __init__(
+        self, offset: int, shape: tuple[int, ...], strides: tuple[int, ...], region: Any, source: np.ndarray, origin: Alloc
+    ) -> None:
         self.offset = offset
         self.shape = shape
         self.strides = strides
@@ -404,9 +422,7 @@ _CURRENT: KernelContext | None = None
 def current() -> KernelContext:
     """The running kernel's context, or the documented error when called outside a kernel."""
     if _CURRENT is None:
-        raise NkiRuntimeError(
-            "err_nki_api_outside_of_nki_kernel", "Calling NKI API outside of NKI kernels is not supported."
-        )
+        raise NkiRuntimeError("err_nki_api_outside_of_nki_kernel", "Calling NKI API outside of NKI kernels is not supported.")
     return _CURRENT
 
 
@@ -434,8 +450,12 @@ class KernelContext:
         self.spilled: list[OnChipRecord] = []  #: 0.1 kernels only: tensors past SBUF/PSUM capacity, kept in HBM (see finish)
         self.mm_group: Any = None  #: consecutive matmuls accumulating into one PSUM tile, computed as one GEMM
         self.mm_wide: Any = None  #: the wide product held for later groups: see fast.matmul._product
-        self.mm_wide_sites: dict[tuple[Any, ...], bool] = {}  #: whether wide products of blocks from a source line paid off (fast.matmul._product)
-        self.mm_wide_st: dict[tuple[Any, ...], np.ndarray] = {}  #: stacked fp32 stationary blocks by where their numbers come from: see fast.matmul._wide_stationary
+        self.mm_wide_sites: dict[
+            tuple[Any, ...], bool
+        ] = {}  #: whether wide products of blocks from a source line paid off (fast.matmul._product)
+        self.mm_wide_st: dict[
+            tuple[Any, ...], np.ndarray
+        ] = {}  #: stacked fp32 stationary blocks by where their numbers come from: see fast.matmul._wide_stationary
         #: operand checks passed, by view geometry (ops.check_compute_operand); they depend on the target, so per run
         self.checked: dict[tuple[Any, ...], set[Any]] = {}
         #: nc_matmul operand combinations that passed its rules, by operand shapes and dtypes and dst's check serial (isa.nc_matmul)
@@ -464,6 +484,8 @@ class KernelContext:
         #: reads of the registers whose values steered control flow so far (a dynamic loop bound, a
         #: ``while reg:``): every later instruction runs only once they are known (ops.record lists them)
         self.control: tuple[Access, ...] = ()
+        #: the running launch's :class:`~nkiagent.emu.lnc.Scheduler` (its programs and their messages), while it runs
+        self.lnc: Any = None
         self._next_pseudo = -1
 
     def pseudo_uid(self) -> int:
@@ -482,7 +504,9 @@ class KernelContext:
             if any((not isinstance(s, (int, np.integer))) or s < 0 for s in shape):
                 raise NkiTypeError("err_invalid_shape", f"tensor shape {list(shape)} must be non-negative integers")
             if 0 in shape:
-                raise NkiValidationError("err_invalid_shape", f"tensor `{name or 'tensor'}` of shape {list(shape)} has a zero-size dimension")
+                raise NkiValidationError(
+                    "err_invalid_shape", f"tensor `{name or 'tensor'}` of shape {list(shape)} has a zero-size dimension"
+                )
             shape = tuple(int(s) for s in shape)
         if mem in ("sbuf", "psum"):
             if len(shape) < 2:
@@ -520,8 +544,17 @@ class KernelContext:
             self.shared_cursor = len(self.shared)
         if self.trace is not None:
             self.trace.allocations.append(
-                {"uid": alloc.uid, "name": alloc.name, "memory": mem, "shape": list(shape), "dtype": dt.dtype_name(dtype),
-                 "bytes_per_partition": alloc.bytes_pp, "address": alloc.address, "seq": self.seq, "location": location}
+                {
+                    "uid": alloc.uid,
+                    "name": alloc.name,
+                    "memory": mem,
+                    "shape": list(shape),
+                    "dtype": dt.dtype_name(dtype),
+                    "bytes_per_partition": alloc.bytes_pp,
+                    "address": alloc.address,
+                    "seq": self.seq,
+                    "location": location,
+                }
             )
         return alloc
 
@@ -650,4 +683,3 @@ class KernelContext:
                 return cand
             cand = -(-clash[1] // step) * step
         return None
-
