@@ -19,16 +19,7 @@ from neuronxcc import nki
 from nkiagent import emu
 from nkiagent.perf import profile_trace
 
-
-def add_one(x):
-    """A small 0.1 kernel, decorated differently by each test."""
-    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-    nl.store(out, value=nl.load(x) + 1.0)
-    return out
-
-
-def _x() -> np.ndarray:
-    return np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+from ..emu.legacy.test_frontend import _x, add_one
 
 
 @nki.jit
