@@ -50,7 +50,7 @@ SINGLE = {
     "max8": "vector", "nc_find_index8": "vector", "nc_match_replace8": "vector", "nc_stream_shuffle": "vector",
     "tensor_partition_reduce": "gpsimd", "iota": "gpsimd", "affine_select": "gpsimd", "local_gather": "gpsimd",
     "nc_n_gather": "gpsimd", "dma_copy": "dma", "dma_transpose": "dma", "register_alloc": "sync", "register_move": "sync",
-    "register_load": "sync", "register_store": "sync", "nonzero_with_count": "gpsimd",
+    "register_load": "sync", "register_store": "sync", "nonzero_with_count": "gpsimd", "sequence_bounds": "gpsimd",
 }  # fmt: skip
 HINTS = {"tensor_copy": "; on trn1 copy on ScalarE with nisa.activation(op=nl.copy)"}
 X = np.random.default_rng(0).standard_normal((32, 32)).astype(np.float32)

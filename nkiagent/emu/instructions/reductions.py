@@ -320,3 +320,59 @@ def tensor_scalar_reduce(
     if reduce_res is not None:
         rr = writes[1][1]
         write(ctx, rr, (-acc if reduce_res_negate else acc).reshape(rr.shape))
+
+
+#: ``sequence_bounds``' operand dtypes (the page: "must have data type nl.float32 or nl.int32").
+_BOUNDS_DTYPES = (dt.float32, dt.int32)
+
+
+@instruction(
+    family="reductions and scans",
+    engines="gpsimd",
+    source=page("sequence_bounds") + " ('Compute the sequence bounds for a given set of segment IDs using GpSIMD Engine')",
+    rules=(
+        "segment_ids and dst in SBUF on one partition (the partition dim must be 1)",
+        "dst holds two rows of segment_ids' free size: [1, 2, n] for segment_ids [1, n]",
+        "segment_ids and dst are float32 or int32",
+        "segment id 0 is padding: its start is n and its end -1",
+    ),
+    example="nisa.sequence_bounds(dst=bounds, segment_ids=ids)",
+    cost="gpsimd_pass",
+)
+def sequence_bounds(dst: Any, segment_ids: Any, name: Any = None) -> None:
+    """Where each element's segment starts and ends, on GpSimd: ``dst[0, 0, i]`` the first index of the run of equal ids holding ``i``, ``dst[0, 1, i]`` one past its last.
+
+    For ids ``[1, 1, 2, 0, 3, 3]`` the starts are ``[0, 0, 2, 6, 4, 4]`` and the ends
+    ``[2, 2, 3, -1, 6, 6]``: a segment is a run of equal consecutive ids, and padding (id 0)
+    gets start ``n`` and end ``-1``. Packed-sequence attention builds its masks from these.
+    """
+    ctx = current()
+    op = "sequence_bounds"
+    segment_ids = check_compute_operand(ctx, op, "segment_ids", segment_ids, "gpsimd")
+    dst = check_compute_operand(ctx, op, "dst", dst, "gpsimd")
+    for role, t in (("segment_ids", segment_ids), ("dst", dst)):
+        if _p(t) != 1:
+            raise NkiValidationError(
+                "err_sequence_bounds_partitions", f"{op} {role}{list(t.shape)} must be on one partition (the partition dim must be 1)"
+            )
+        if t.dtype not in _BOUNDS_DTYPES:
+            raise NkiValidationError(
+                "err_sequence_bounds_dtype", f"{op} {role} must be float32 or int32, got {dt.dtype_name(t.dtype)}; copy it to an int32 tile first"
+            )
+    n = segment_ids.size
+    if dst.size != 2 * n:
+        raise NkiValidationError(
+            "err_sequence_bounds_dst_shape",
+            f"{op} dst{list(dst.shape)} must hold a start and an end per segment id: [1, 2, {n}] for segment_ids{list(segment_ids.shape)}",
+        )
+    record(ctx, op, "gpsimd", [("segment_ids", segment_ids)], [("dst", dst)])
+    if not ctx.compute:
+        return
+    ids = f32(segment_ids).reshape(n)
+    index = np.arange(n)
+    first = np.r_[True, ids[1:] != ids[:-1]]  # where a run of equal ids begins
+    last = np.r_[ids[1:] != ids[:-1], True]  # where one ends
+    starts = np.maximum.accumulate(np.where(first, index, 0))
+    ends = np.minimum.accumulate(np.where(last, index + 1, n)[::-1])[::-1]
+    padding = ids == 0
+    write(ctx, dst, np.stack([np.where(padding, n, starts), np.where(padding, -1, ends)]).reshape(dst.shape))
