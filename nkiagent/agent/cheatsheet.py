@@ -4,8 +4,9 @@
 fails if the two differ, so the sheet never promises an API the emulator lacks. Its
 ``nki.isa`` table and the per-instruction pages ``nki_docs`` searches (:func:`instruction_docs`)
 come from each op's declaration (:mod:`nkiagent.emu.registry`) and its cost rule
-(:mod:`nkiagent.perf.rules`): what a model reads is what the emulator enforces and the cost
-model charges.
+(:mod:`nkiagent.perf.rules`), its ``nki.language`` table and pages (:func:`language_docs`) from
+each function's ``@lowering`` declaration: what a model reads is what the emulator enforces and
+the cost model charges.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..emu.registry import Placement
 
-__all__ = ["instruction_docs", "render_cheatsheet", "write_cheatsheet"]
+__all__ = ["instruction_docs", "language_docs", "render_cheatsheet", "write_cheatsheet"]
 
 RULES = """\
 # Rules the hardware (and the emulator) enforce
@@ -118,8 +119,6 @@ def _isa_table() -> list[str]:
 
 def render_cheatsheet() -> str:
     """The cheat-sheet text: rules, then every ``nki.isa`` instruction (from the registry) and ``nki.language`` API."""
-    from ..emu import language
-    from ..emu.facade import api_module
 
     out = [
         "# NKI cheat-sheet (generated from the nkiagent emulator; NKI 0.3+ API)",
@@ -129,14 +128,27 @@ def render_cheatsheet() -> str:
         RULES,
     ]
     out += _isa_table()
-    out.append("# nki.language")
-    public = api_module("nki.language", language)
-    for name in public.__all__:
-        fn = getattr(public, name)
-        if inspect.isclass(fn) or not callable(fn) or name[0].isupper():
-            continue
-        out.append(f"- nl.{name}{_sig(fn)} — {_first_line(fn)}".rstrip(" —"))
+    out += _language_table()
     return "\n".join(out).rstrip() + "\n"
+
+
+def _lowers_to(ops: tuple[str, ...]) -> str:
+    return f" [→ {', '.join(ops)}]" if ops else ""
+
+
+def _language_table() -> list[str]:
+    """The ``nki.language`` part of the sheet: every declared function with the instructions it lowers to, then the memories."""
+    from ..emu import language
+    from ..emu.facade import api_module
+    from ..emu.memory import Buffer
+    from ..emu.registry import LOWERINGS
+
+    out = ["# nki.language ([→ the nki.isa instructions a function lowers to, which the cost model prices]; none: no instruction)"]
+    out += [f"- nl.{d.name}{_sig(d.impl)} — {d.summary}{_lowers_to(d.lowers_to)}" for d in sorted(LOWERINGS.values(), key=lambda d: d.name)]
+    public = api_module("nki.language", language)
+    memories = [n for n in public.__all__ if isinstance(getattr(public, n), Buffer)]
+    out.append(f"- memories (buffer= of nl.ndarray): {', '.join(f'nl.{n}' for n in memories)}")
+    return out
 
 
 def instruction_docs() -> list[tuple[str, str]]:
@@ -156,6 +168,22 @@ def instruction_docs() -> list[tuple[str, str]]:
             f"Cost: {rule.basis if rule else 'no cost rule: the cost model refuses to price it'}",
         ]  # fmt: skip
         pages.append((f"nisa.{d.name} ({d.family})", "\n".join(body)))
+    return pages
+
+
+def language_docs() -> list[tuple[str, str]]:
+    """One ``(title, body)`` page per declared ``nki.language`` function for ``nki_docs``: what it does, the instructions it lowers to, example."""
+    from ..emu.registry import LOWERINGS, REGISTRY
+
+    pages = []
+    for d in LOWERINGS.values():
+        lowered = [f"- nisa.{op} [{_engines(REGISTRY[op].placement)}]" for op in d.lowers_to]
+        body = [
+            f"nl.{d.name}{_sig(d.impl)}", "", d.summary, "",
+            *(["Lowers to (the cost model prices these instructions):", *lowered] if lowered else ["Issues no instruction."]),
+            f"Example: {d.example}",
+        ]  # fmt: skip
+        pages.append((f"nl.{d.name} (nki.language)", "\n".join(body)))
     return pages
 
 

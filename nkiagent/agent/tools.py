@@ -225,7 +225,7 @@ def _doc_sections() -> list[tuple[str, str]]:
     """The ``nki_docs`` corpus: what the system prompt does not hold already — one page per ``nki.isa``
     instruction (from the registry), the cost model's DMA and scheduling pages, and the prompts'
     markdown other than the cheat-sheet (which the system prompt carries whole)."""
-    from .cheatsheet import instruction_docs
+    from .cheatsheet import instruction_docs, language_docs
     from .model_docs import cost_model_pages
 
     sections: list[tuple[str, str]] = []
@@ -244,7 +244,7 @@ def _doc_sections() -> list[tuple[str, str]]:
                     body.append(line)
             if body:
                 sections.append((title, "\n".join(body)))
-    return sections + instruction_docs() + cost_model_pages()
+    return sections + instruction_docs() + language_docs() + cost_model_pages()
 
 
 #: Characters of pages one answer returns (whole pages, best first; the rest are named).

@@ -29,6 +29,7 @@ _INTERNAL_PREFIXES = (
     "nkiagent.emu.frontend",
     "nkiagent.emu.tensor",
     "nkiagent.emu.dtypes",
+    "nkiagent.emu.registry",
     "typing",
     "collections",
     "contextlib",

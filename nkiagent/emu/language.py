@@ -43,6 +43,7 @@ from .errors import NkiTypeError, NkiValidationError
 from .memory import BUFFERS, Buffer, current, hbm, private_hbm, psum, running, sbuf, shared_hbm  # noqa: F401
 from .memory import plain_ints as _plain_ints
 from .ops import HBM, axis_tuple, not_emulated, record, require_tensor, tile, write
+from .registry import lowering
 from .targets import get_target
 from .tensor import DynSlice, NkiTensor, ds  # noqa: F401
 
@@ -84,6 +85,7 @@ def _shape(shape: Any) -> tuple[tuple[int, ...], int]:
     return tuple(int(s) for s in shape), pdim
 
 
+@lowering(example="nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)")
 def ndarray(shape: Any, dtype: Any, buffer: Any = sbuf, name: str = "", address: Any = None, **kwargs: Any) -> NkiTensor:
     """Allocate an uninitialized tensor (reads as NaN / 4 until written)."""
     ctx = current()
@@ -107,29 +109,37 @@ def _filled(shape: Any, value: Any, dtype: Any, buffer: Any, name: str) -> NkiTe
     return t
 
 
+@lowering("memset", example="nl.zeros((128, 64), nl.float32)")
 def zeros(shape: Any, dtype: Any, buffer: Any = sbuf, name: str = "", **kwargs: Any) -> NkiTensor:
     """A tensor filled with 0 (one recorded memset)."""
     return _filled(shape, 0, dtype, buffer, name)
 
 
+@lowering("memset", example="nl.ones((128, 64), nl.float32)")
 def ones(shape: Any, dtype: Any, buffer: Any = sbuf, name: str = "", **kwargs: Any) -> NkiTensor:
     """A tensor filled with 1."""
     return _filled(shape, 1, dtype, buffer, name)
 
 
+@lowering("memset", example="nl.full((128, 64), 2.0, nl.float32)")
 def full(shape: Any, fill_value: Any, dtype: Any, buffer: Any = sbuf, name: str = "", **kwargs: Any) -> NkiTensor:
     """A tensor filled with ``fill_value``."""
     return _filled(shape, fill_value, dtype, buffer, name)
 
 
+@lowering("memset", example="nl.zeros_like(x)")
 def zeros_like(x: NkiTensor, dtype: Any = None, buffer: Any = None, name: str = "") -> NkiTensor:
+    """A tensor of ``x``'s shape filled with 0 (``x``'s dtype and memory unless given)."""
     return zeros(x.shape, dtype or x.dtype, buffer or x.buffer, name)
 
 
+@lowering(example="nl.empty_like(x)")
 def empty_like(x: NkiTensor, dtype: Any = None, buffer: Any = None, name: str = "") -> NkiTensor:
+    """An uninitialized tensor of ``x``'s shape (``x``'s dtype and memory unless given)."""
     return ndarray(x.shape, dtype or x.dtype, buffer or x.buffer, name)
 
 
+@lowering("memset", "affine_select", example="nl.shared_identity_matrix(128)")
 def shared_identity_matrix(n: int, dtype: Any = uint8, dst: Any = None) -> NkiTensor:
     """An ``n × n`` identity matrix in SBUF (built on GpSimd)."""
     out = dst if dst is not None else ndarray((n, n), dtype, sbuf, "identity")
@@ -141,6 +151,7 @@ def _ones_like(t: NkiTensor) -> NkiTensor:
     return ones(t.shape, t.dtype)
 
 
+@lowering(example="nl.shared_constant([[1.0, 2.0], [3.0, 4.0]])")
 def shared_constant(constant: Any, dtype: Any = None) -> NkiTensor:
     """A compile-time constant array placed in HBM."""
     ctx = current()
@@ -154,19 +165,27 @@ def shared_constant(constant: Any, dtype: Any = None) -> NkiTensor:
     return NkiTensor._whole(alloc)
 
 
+@lowering(example="nl.is_hbm(nl.shared_hbm)")
 def is_hbm(buffer: Any) -> bool:
+    """Whether ``buffer`` is an HBM memory (``nl.hbm``, ``nl.shared_hbm``, ``nl.private_hbm``)."""
     return _buffer(buffer).name in HBM
 
 
+@lowering(example="nl.is_sbuf(nl.sbuf)")
 def is_sbuf(buffer: Any) -> bool:
+    """Whether ``buffer`` is ``nl.sbuf``."""
     return _buffer(buffer).name == "sbuf"
 
 
+@lowering(example="nl.is_psum(nl.psum)")
 def is_psum(buffer: Any) -> bool:
+    """Whether ``buffer`` is ``nl.psum``."""
     return _buffer(buffer).name == "psum"
 
 
+@lowering(example="nl.is_on_chip(nl.sbuf)")
 def is_on_chip(buffer: Any) -> bool:
+    """Whether ``buffer`` is on chip (SBUF or PSUM)."""
     return _buffer(buffer).on_chip
 
 
@@ -197,6 +216,7 @@ class _TileSize:
 tile_size = _TileSize()
 
 
+@lowering(example="nl.program_id(0)")
 def program_id(axis: int = 0) -> int:
     """This SPMD instance's index along ``axis``."""
     ctx = current()
@@ -207,6 +227,7 @@ def program_id(axis: int = 0) -> int:
     return ctx.program_id[axis]
 
 
+@lowering(example="nl.num_programs()")
 def num_programs(axes: Any = None) -> int:
     """Grid size along ``axes`` (None: all instances)."""
     ctx = current()
@@ -218,7 +239,9 @@ def num_programs(axes: Any = None) -> int:
     return grid[axes] if axes < len(grid) else 1
 
 
+@lowering(example="nl.program_ndim()")
 def program_ndim() -> int:
+    """The number of dimensions of the SPMD launch grid (0 for a plain call)."""
     return len(current().grid)
 
 
@@ -263,32 +286,38 @@ class _Range:
             ctx.loops_now = outer
 
 
+@lowering(example="nl.affine_range(4)")
 def affine_range(start: Any, stop: Any = None, step: Any = 1, **kwargs: Any) -> _Range:
     """Parallel loop: iterations must be independent (the cost model may overlap them)."""
     return _Range("affine", start, stop, step, **kwargs)
 
 
+@lowering(example="nl.sequential_range(4)")
 def sequential_range(start: Any, stop: Any = None, step: Any = 1, **kwargs: Any) -> _Range:
     """Ordered loop: iterations may depend on each other."""
     return _Range("sequential", start, stop, step, **kwargs)
 
 
+@lowering(example="nl.static_range(4)")
 def static_range(start: Any, stop: Any = None, step: Any = 1, **kwargs: Any) -> _Range:
     """Fully unrolled loop."""
     return _Range("static", start, stop, step, **kwargs)
 
 
+@lowering(example="nl.dynamic_range(4)")
 def dynamic_range(start: Any, stop: Any = None, step: Any = 1) -> _Range:
     """On-device loop with runtime bounds; emulated as an ordered loop."""
     return _Range("dynamic", start, stop, step)
 
 
+@lowering(example="nl.fori_loop(0, 4, lambda i: None)")
 def fori_loop(lower: Any, upper: Any, body_fun: Callable[[int], Any], step: Any = 1) -> None:
     """0.6 on-device counted loop: calls ``body_fun(i)`` for each ``i``."""
     for i in _Range("dynamic", lower, upper, step):
         body_fun(i)
 
 
+@lowering(example="nl.no_reorder()")
 @contextmanager
 def no_reorder() -> Iterator[None]:
     """Keep program order (the emulator always executes in program order)."""
@@ -302,6 +331,7 @@ def _onchip_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
     return shape if len(shape) >= 2 else (1, shape[0]) if shape else (1, 1)
 
 
+@lowering("dma_copy", example="nl.load(src)")
 def load(src: Any, dtype: Any = None, **kwargs: Any) -> NkiTensor:
     """HBM → a new SBUF tile (a ``dma_copy``)."""
     src = require_tensor("load", "src", src)
@@ -314,6 +344,7 @@ def load(src: Any, dtype: Any = None, **kwargs: Any) -> NkiTensor:
     return out
 
 
+@lowering("dma_copy", "tensor_copy", example="nl.store(dst, x)")
 def store(dst: Any, value: Any, **kwargs: Any) -> None:
     """A tile → HBM (a ``dma_copy``)."""
     dst = require_tensor("store", "dst", dst)
@@ -329,6 +360,7 @@ def store(dst: Any, value: Any, **kwargs: Any) -> None:
     isa.dma_copy(dst=dst, src=value)
 
 
+@lowering("dma_transpose", example="nl.load_transpose2d(src)")
 def load_transpose2d(src: Any, dtype: Any = None) -> NkiTensor:
     """HBM [a, b] → SBUF [b, a] by DMA transpose."""
     src = require_tensor("load_transpose2d", "src", src)
@@ -339,6 +371,7 @@ def load_transpose2d(src: Any, dtype: Any = None) -> NkiTensor:
     return out
 
 
+@lowering("tensor_copy", "activation", example="nl.copy(x, dtype=nl.bfloat16)")
 def copy(x: Any, dtype: Any = None, **kwargs: Any) -> NkiTensor:
     """A new SBUF tile with ``x``'s values (cast to ``dtype``)."""
     x = require_tensor("copy", "x", x)
@@ -425,6 +458,11 @@ def _as_f32(t: NkiTensor) -> NkiTensor:
     return out
 
 
+#: What an element-wise ``nl`` function of two operands issues: one instruction for two tiles or a
+#: tile and a number (a fp32 copy first where a 0.1 kernel broadcasts a non-fp32 ``[P, 1]`` column).
+_BINARY_LOWERS_TO = ("tensor_tensor", "tensor_scalar", "tensor_copy")
+
+
 def _make_binary(name: str, doc: str) -> Callable[..., Any]:
     def fn(x: Any, y: Any, dtype: Any = None, **kwargs: Any) -> Any:
         return _binary(name, x, y, dtype)
@@ -432,7 +470,10 @@ def _make_binary(name: str, doc: str) -> Callable[..., Any]:
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc
     fn._nki_op = name  # type: ignore[attr-defined]
-    return fn
+    if name in _NOT_ON_HARDWARE:  # refused on tiles (no ISA operator): computes numbers at trace time only
+        return lowering(example=f"nl.{name}(7.0, 2.0)")(fn)
+    operands = "(i, j)" if ALU[name].kind == "bitvec" else "(x, y)"
+    return lowering(*_BINARY_LOWERS_TO, example=f"nl.{name}{operands}")(fn)
 
 
 def _unary(name: str, x: Any, dtype: Any) -> Any:
@@ -447,6 +488,10 @@ def _unary(name: str, x: Any, dtype: Any) -> Any:
     return out
 
 
+#: The instruction each element-wise ``nl`` function of one tile issues (see :func:`_unary`); ``activation`` for the rest.
+_UNARY_LOWERS_TO = {"reciprocal": "reciprocal", "invert": "tensor_scalar"}
+
+
 def _make_unary(name: str, doc: str) -> Callable[..., Any]:
     def fn(x: Any, dtype: Any = None, **kwargs: Any) -> Any:
         return _unary(name, x, dtype)
@@ -454,7 +499,7 @@ def _make_unary(name: str, doc: str) -> Callable[..., Any]:
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc
     fn._nki_op = name  # type: ignore[attr-defined]
-    return fn
+    return lowering(_UNARY_LOWERS_TO.get(name, "activation"), example=f"nl.{name}({'i' if name == 'invert' else 'x'})")(fn)
 
 
 add = _make_binary("add", "x + y element-wise.")
@@ -535,26 +580,31 @@ def _reduce(name: str, x: Any, axis: Any, dtype: Any, keepdims: bool, negate: bo
 _REDUCE_OP = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multiply", "all": "logical_and"}
 
 
+@lowering("tensor_reduce", example="nl.sum(x, axis=1)")
 def sum(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **kwargs: Any) -> NkiTensor:  # noqa: A001
     """Sum along free axes."""
     return _reduce("sum", x, axis, dtype, keepdims)
 
 
+@lowering("tensor_reduce", example="nl.max(x, axis=1)")
 def max(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **kwargs: Any) -> NkiTensor:  # noqa: A001
     """Maximum along free axes."""
     return _reduce("max", x, axis, dtype, keepdims)
 
 
+@lowering("tensor_reduce", example="nl.min(x, axis=1)")
 def min(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **kwargs: Any) -> NkiTensor:  # noqa: A001
     """Minimum along free axes."""
     return _reduce("min", x, axis, dtype, keepdims)
 
 
+@lowering("tensor_reduce", example="nl.prod(x, axis=1)")
 def prod(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **kwargs: Any) -> NkiTensor:
     """Product along free axes."""
     return _reduce("prod", x, axis, dtype, keepdims)
 
 
+@lowering("tensor_reduce", example="nl.all(x, axis=1)")
 def all(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **kwargs: Any) -> NkiTensor:  # noqa: A001
     """1 where every element along the axes is non-zero."""
     return _reduce("all", x, axis, dtype, keepdims)
@@ -567,6 +617,7 @@ def _count(x: NkiTensor, axis: Any) -> int:
     return math.prod(x.shape[a] for a in axis_tuple("nl.mean", axis))
 
 
+@lowering("tensor_reduce", "tensor_scalar", example="nl.mean(x, axis=1)")
 def mean(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **kwargs: Any) -> NkiTensor:
     """Mean along free axes (a reduction and a scale)."""
     s = _reduce("sum", x, axis, float32, keepdims)
@@ -575,6 +626,7 @@ def mean(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **kwargs:
     return out
 
 
+@lowering("tensor_reduce", "tensor_scalar", "tensor_tensor", "activation", example="nl.var(x, axis=1)")
 def var(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **kwargs: Any) -> NkiTensor:
     """Population variance along the last free axis."""
     m = mean(x, axis, float32, keepdims=True)
@@ -590,6 +642,7 @@ def var(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **kwargs: 
     return mean(sq, axis, dtype or x.dtype, keepdims)
 
 
+@lowering("tensor_reduce", "activation", "reciprocal", "tensor_scalar", example="nl.softmax(x, axis=1)")
 def softmax(x: Any, axis: Any = -1, dtype: Any = None, **kwargs: Any) -> NkiTensor:
     """Softmax along the last axis: max, exp with the max as bias, row sum, reciprocal, scale."""
     x = require_tensor("softmax", "x", x)
@@ -608,6 +661,7 @@ def softmax(x: Any, axis: Any = -1, dtype: Any = None, **kwargs: Any) -> NkiTens
     return out
 
 
+@lowering("activation", "tensor_scalar", "tensor_tensor", example="nl.rms_norm(x, y, axis=1, n=64)")
 def rms_norm(x: Any, w: Any, axis: Any, n: Any, epsilon: float = 1e-6, dtype: Any = None, compute_dtype: Any = None) -> NkiTensor:
     """x · rsqrt(mean(x²) + eps) · w along the last axis (w is a tile of x's shape: 0.3+ binary ops do not broadcast)."""
     x = require_tensor("rms_norm", "x", x)
@@ -626,6 +680,7 @@ def rms_norm(x: Any, w: Any, axis: Any, n: Any, epsilon: float = 1e-6, dtype: An
     return out
 
 
+@lowering("nc_matmul", "nc_transpose", "tensor_copy", "activation", example="nl.matmul(x, y, transpose_x=True)")
 def matmul(x: Any, y: Any, transpose_x: bool = False, **kwargs: Any) -> NkiTensor:
     """``xᵀ·y`` on TensorE into a new PSUM tile (0.3+ requires ``transpose_x=True``)."""
     x = require_tensor("matmul", "x", x)
@@ -645,6 +700,7 @@ def matmul(x: Any, y: Any, transpose_x: bool = False, **kwargs: Any) -> NkiTenso
     return out
 
 
+@lowering("nc_transpose", example="nl.transpose(x)")
 def transpose(x: Any, dtype: Any = None, **kwargs: Any) -> NkiTensor:
     """2-D transpose: VectorE for ≤ 32×32 tiles, else TensorE into PSUM."""
     x = require_tensor("transpose", "x", x)
@@ -655,6 +711,7 @@ def transpose(x: Any, dtype: Any = None, **kwargs: Any) -> NkiTensor:
     return out
 
 
+@lowering("tensor_copy", "memset", "tensor_copy_predicated", example="nl.where(x, x, y)")
 def where(condition: Any, x: Any, y: Any, dtype: Any = None, **kwargs: Any) -> NkiTensor:
     """``x`` where ``condition`` is non-zero, else ``y`` (tiles or numbers)."""
     ctx = current()
@@ -679,6 +736,7 @@ def where(condition: Any, x: Any, y: Any, dtype: Any = None, **kwargs: Any) -> N
     return out
 
 
+@lowering("tensor_copy", "dma_copy", example="nl.broadcast_to(col, (128, 64))")
 def broadcast_to(x: Any, shape: Any, dtype: Any = None, **kwargs: Any) -> NkiTensor:
     """Broadcast a ``[P, 1]`` column along the free dim (or a ``[1, F]`` row across partitions)."""
     x = require_tensor("broadcast_to", "x", x)
@@ -699,11 +757,13 @@ def broadcast_to(x: Any, shape: Any, dtype: Any = None, **kwargs: Any) -> NkiTen
     return out
 
 
+@lowering(example="nl.expand_dims(x, 1)")
 def expand_dims(x: Any, axis: int) -> NkiTensor:
     """A view with a new size-1 dim at ``axis``."""
     return require_tensor("expand_dims", "x", x).expand_dim(axis)
 
 
+@lowering(example="nl.device_print('x =', x)")
 def device_print(print_prefix: str, tensor: Any, **kwargs: Any) -> None:
     """Print a tensor's values during simulation (like the real simulator's device_print)."""
     t = require_tensor("device_print", "tensor", tensor)
@@ -712,9 +772,13 @@ def device_print(print_prefix: str, tensor: Any, **kwargs: Any) -> None:
         print(print_prefix, np.array2string(t._np().astype(np.float32), threshold=64))
 
 
+@lowering("tensor_copy", "activation", example="nl.static_cast(x, nl.bfloat16)")
 def static_cast(x: Any, dtype: Any) -> Any:
+    """``x`` as ``dtype``: a tile is copied (``nl.copy``), a number passes through."""
     return copy(x, dtype) if isinstance(x, NkiTensor) else x
 
+
+lowering(example="nl.ds(0, 64)")(ds)  # (defined with the tensor views it makes)
 
 _IMPLEMENTED = {k for k, v in dict(globals()).items() if not k.startswith("_")} | set(ACT)
 

@@ -12,6 +12,12 @@ list of its own:
   its signatures, engines, paragraphs, rules and examples,
 * ``nki.isa``'s namespace (:mod:`nkiagent.emu.isa`) is built from it.
 
+Each public ``nki.language`` function is declared the same way, with :func:`lowering`: the
+instructions it lowers to (none for allocation, loops, SPMD queries and views), its docs and
+one example, recorded in :data:`LOWERINGS`. The cheat-sheet and ``nki_docs`` render ``nl`` from
+that table, and a test runs every example and fails when it issues an instruction its
+declaration does not name, or when a public ``nl`` function is not declared.
+
 So adding an op is writing one decorated function (JAX's ``standard_primitive`` and nkipy's op
 registry have the same shape). The decorator returns the function itself, unwrapped: declaring
 an op costs nothing per call.
@@ -30,8 +36,8 @@ from dataclasses import MISSING, dataclass, fields
 from typing import Any, Self, TypeVar
 
 __all__ = [
-    "DOCS", "FAMILIES", "ISA_INDEX", "REGISTRY", "SILENT", "AccumulatorAttrs", "AluAttrs", "AluPairAttrs", "CostAttrs",
-    "InstructionDef", "NoAttrs", "Placement", "instruction", "page",
+    "DOCS", "FAMILIES", "ISA_INDEX", "LOWERINGS", "REGISTRY", "SILENT", "AccumulatorAttrs", "AluAttrs", "AluPairAttrs",
+    "CostAttrs", "InstructionDef", "LoweringDef", "NoAttrs", "Placement", "instruction", "lowering", "page",
 ]  # fmt: skip
 
 #: The op families, in the order the cheat-sheet lists them (one module each under ``instructions/``).
@@ -202,6 +208,49 @@ def instruction(
             name, family, fn, Placement(tuple(engines.split()), source, since, hint), attrs,
             " ".join(doc.split("\n\n")[0].split()), rules, example, nc_version, cost or name,
         )  # fmt: skip
+        return fn
+
+    return declare
+
+
+@dataclass(frozen=True, slots=True)
+class LoweringDef:
+    """Everything declared about one ``nki.language`` function: what it lowers to, and its docs."""
+
+    name: str
+    impl: Callable[..., Any]
+    lowers_to: tuple[str, ...]  #: the ``nki.isa`` instructions it may issue; none for allocation, loops, queries and views
+    summary: str  #: the docstring's first paragraph
+    example: str  #: one call, as a kernel writes it (``tests/emu/test_lowerings.py`` runs it)
+
+
+#: Every declared ``nki.language`` function by name, in declaration order.
+LOWERINGS: dict[str, LoweringDef] = {}
+
+
+def lowering(*lowers_to: str, example: str) -> Callable[[_F], _F]:
+    """Declare the decorated function as the ``nki.language`` function of its name, lowering to ``lowers_to``.
+
+    ``lowers_to`` names every instruction the function may issue (an ``nl`` function is sugar
+    over instructions a kernel could issue itself, so the trace and the cost model see one
+    instruction set); none for a function that issues no instruction. A name that is no
+    registered instruction, a second declaration of a name, a function without a docstring or
+    an example that does not call the function is an error at import. Returns the function itself.
+    """
+    unknown = [op for op in lowers_to if op not in REGISTRY]
+    if unknown:
+        raise ValueError(f"lowering to {unknown}: no such nki.isa instruction is declared (declare it in nkiagent/emu/instructions/ first)")
+
+    def declare(fn: _F) -> _F:
+        name = fn.__name__
+        if name in LOWERINGS:
+            raise ValueError(f"nki.language.{name} is declared twice: in {LOWERINGS[name].impl.__module__} and {fn.__module__}")
+        doc = inspect.getdoc(fn)
+        if not doc:
+            raise ValueError(f"nki.language.{name} ({fn.__module__}) has no docstring: its first paragraph is the function's documentation")
+        if not example.startswith(f"nl.{name}("):
+            raise ValueError(f"nki.language.{name}: its example {example!r} must be a call of nl.{name}(...)")
+        LOWERINGS[name] = LoweringDef(name, fn, tuple(lowers_to), " ".join(doc.split("\n\n")[0].split()), example)
         return fn
 
     return declare

@@ -12,7 +12,7 @@ from nkiagent.agent.cheatsheet import render_cheatsheet
 from nkiagent.agent.prompts import render
 from nkiagent.emu import isa
 from nkiagent.emu.facade import api_module
-from nkiagent.emu.registry import REGISTRY
+from nkiagent.emu.registry import LOWERINGS, REGISTRY
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,6 +28,26 @@ def test_cheatsheet_lists_every_registered_instruction_with_its_engines(op: str)
     (line,) = [ln for ln in render_cheatsheet().splitlines() if ln.startswith(f"- nisa.{op}(")]
     assert op in api_module("nki.isa", isa).__all__
     assert d.summary in line and all(e in line.rsplit("[", 1)[1] for e in d.engines)
+
+
+@pytest.mark.parametrize("name", sorted(LOWERINGS))
+def test_cheatsheet_lists_every_declared_nl_function_with_what_it_lowers_to(name: str) -> None:
+    d = LOWERINGS[name]
+    (line,) = [ln for ln in render_cheatsheet().splitlines() if ln.startswith(f"- nl.{name}(")]
+    assert d.summary in line
+    assert line.endswith(f" [→ {', '.join(d.lowers_to)}]" if d.lowers_to else d.summary)
+
+
+@pytest.mark.parametrize("name", ["softmax", "add", "affine_range"])
+def test_nki_docs_serves_an_nl_functions_lowering_and_example(name: str) -> None:
+    from nkiagent.agent.tools import nki_docs
+
+    d = LOWERINGS[name]
+    page = nki_docs(_docs_context(), f"nl.{name} nki.language").content.split("\n\n## ")[0]
+    assert page.startswith(f"## nl.{name} (nki.language)\nnl.{name}(")
+    assert d.summary in page and f"Example: {d.example}" in page
+    lowered = [f"- nisa.{op} [" for op in d.lowers_to] or ["Issues no instruction."]
+    assert all(text in page for text in lowered)
 
 
 def _docs_context() -> Any:
