@@ -27,6 +27,7 @@ import pytest
 from nkiagent import emu
 from nkiagent.emu import NkiError, engines, isa
 from nkiagent.emu.legacy import isa as legacy_isa
+from nkiagent.emu.registry import REGISTRY
 
 MEMBERS = ("tensor", "vector", "scalar", "gpsimd", "dma", "sync")
 TARGETS = {"trn1": 2, "trn2": 3}
@@ -136,6 +137,34 @@ def test_every_literal_engine_in_a_record_is_in_the_table(path: Path) -> None:
     assert recorded, "no record() calls found: the scan is broken"
     wrong = [(op, eng, line) for op, eng, line in recorded if op not in engines.ENGINES or eng not in engines.ENGINES[op].engines]
     assert not wrong, f"{path.name}: (op, engine, line) recorded on an engine the table does not allow: {wrong}"
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+@pytest.mark.parametrize("op", sorted(REGISTRY))
+def test_every_registered_op_refuses_every_engine_its_declaration_lacks(op: str, target: str) -> None:
+    """The engine check itself, for each op and each ``nisa.engine`` member the ISA does not give it there.
+
+    Ops with ``engine=`` reach it from kernels (``test_engine_choice`` below); the others take no
+    ``engine=`` (a kernel passing one gets Python's TypeError, as with AWS's signatures) and record
+    their one engine, which ``test_every_literal_engine_in_a_record_is_in_the_table`` checks.
+    """
+    allowed = engines.allowed_on(op, TARGETS[target])
+    refused = [m for m in MEMBERS if m not in allowed]
+    assert refused, f"{op} allows every engine"
+
+    def k(x: Any, member: str) -> Any:
+        engines.select(op, getattr(nisa.engine, member), allowed[0])
+        return x
+
+    for member in refused:
+        with pytest.raises(emu.NkiValidationError) as info:
+            emu.run_kernel(nki.jit(k), (X, member), target=target)
+        where = f" on {target} (NeuronCore-v{TARGETS[target]})" if member in REGISTRY[op].engines else ""
+        assert (info.value.code, info.value.message) == (
+            "err_unsupported_engine",
+            f"Expected '{op}' to run on engine '{'|'.join(allowed)}'{where}, but got engine '{member}' instead; pass "
+            f"{' or '.join(f'engine=nisa.engine.{e}' for e in allowed)}, or leave engine unset{REGISTRY[op].placement.hint}",
+        )
 
 
 # --------------------------------------------------------------------------------------------

@@ -29,12 +29,17 @@ FAMILY_FILES = sorted(p for p in Path(instructions.__file__).parent.glob("*.py")
 @pytest.mark.parametrize("op", sorted(REGISTRY))
 def test_each_declaration_is_complete(op: str) -> None:
     d = REGISTRY[op]
-    assert d.family in FAMILIES
-    assert d.engines and set(d.engines) <= ENGINES and len(set(d.engines)) == len(d.engines)
-    assert d.placement.source.startswith("https://") or d.placement.source.startswith("docs name no engine")
-    assert d.summary and d.rules and all(r.strip() for r in d.rules)
-    assert d.example.startswith(f"nisa.{op}(") or f"= nisa.{op}(" in d.example
-    assert dataclasses.is_dataclass(d.attrs) and issubclass(d.attrs, CostAttrs)
+    assert d.family in FAMILIES, f"nki.isa.{op}: family {d.family!r}"
+    assert d.engines and set(d.engines) <= ENGINES and len(set(d.engines)) == len(d.engines), f"nki.isa.{op}: engines {d.engines}"
+    assert d.placement.source.startswith(("https://", "docs name no engine")), f"nki.isa.{op}: no source for its engines"
+    assert d.summary and d.rules and all(r.strip() for r in d.rules), f"nki.isa.{op}: no summary or no rules"
+    assert d.example.startswith(f"nisa.{op}(") or f"= nisa.{op}(" in d.example, f"nki.isa.{op}: its example {d.example!r} does not call it"
+    assert dataclasses.is_dataclass(d.attrs) and issubclass(d.attrs, CostAttrs), f"nki.isa.{op}: attrs {d.attrs} is no CostAttrs dataclass"
+
+
+@pytest.mark.parametrize("op", sorted(REGISTRY))
+def test_nki_isa_shows_each_declared_instruction_from_its_family_module(op: str) -> None:
+    d = REGISTRY[op]
     assert getattr(nisa, op) is d.impl, "nki.isa shows the declared implementation"
     assert d.impl.__module__ == f"nkiagent.emu.instructions.{Path(inspect.getfile(d.impl)).stem}"
 
