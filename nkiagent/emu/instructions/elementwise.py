@@ -70,7 +70,10 @@ def _alu_engine(op: str, alu: Any, eng: Any, *tiles: NkiTensor, dst: Any = None)
     default = "vector"
     if alu.name == "power" or not _INT32S.isdisjoint([t._dtype for t in tiles]):
         default = "gpsimd" if alu.kind == "arith" and alu.name in ("add", "multiply", "power") else "vector"
-    in_psum = any(t._a.memory == "psum" for t in (*tiles, dst) if isinstance(t, NkiTensor))
+    in_psum = isinstance(dst, NkiTensor) and dst._a.memory == "psum"
+    for t in tiles:  # (a loop, not any() over a generator: this runs for every element-wise instruction)
+        if t._a.memory == "psum":
+            in_psum = True
     return _engines.select(op, eng, "vector" if in_psum else default)
 
 
