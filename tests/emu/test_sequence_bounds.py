@@ -101,3 +101,21 @@ def test_a_bf16_operand_is_refused() -> None:
         "err_sequence_bounds_dtype",
         "sequence_bounds segment_ids must be float32 or int32, got bfloat16; copy it to an int32 tile first",
     )
+
+
+def test_the_01_api_returns_the_bounds_tile() -> None:
+    """``neuronxcc.nki.isa.sequence_bounds(segment_ids=...)`` allocates and returns the ``[1, 2, n]`` result, in the dtype asked for."""
+    import neuronxcc.nki as legacy_nki
+    import neuronxcc.nki.isa as lisa
+    import neuronxcc.nki.language as lnl
+
+    @legacy_nki.jit
+    def k(ids: Any) -> Any:
+        out = lnl.ndarray((1, 2, ids.shape[1]), dtype=lnl.int32, buffer=lnl.shared_hbm)
+        lnl.store(out, value=lisa.sequence_bounds(segment_ids=lnl.load(ids), dtype=lnl.int32))
+        return out
+
+    ids = np.sort(np.random.default_rng(9).integers(0, 6, 64)).astype(np.float32)
+    got = legacy_nki.simulate_kernel(k, ids.reshape(1, 64))
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got.reshape(2, 64), _reference(ids))

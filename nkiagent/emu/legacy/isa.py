@@ -237,6 +237,13 @@ def dropout(data: Any, prob: Any, *, mask: Any = None, dtype: Any = None, **kwar
     return _run(x.shape, _dtype(dtype, x.dtype), mask, [x], lambda dst, a: _isa.dropout(dst=dst, data=a(x), prob=a(prob)))
 
 
+def sequence_bounds(*, segment_ids: Any, dtype: Any = None, **kwargs: Any) -> _Tensor:
+    """Each element's segment start and end (0.3's ``sequence_bounds``): a ``[1, 2, n]`` tile for ``segment_ids`` ``[1, n]``."""
+    x = _tile("sequence_bounds", "segment_ids", segment_ids)
+    return _run_in(None, x.shape, _dtype(dtype, x.dtype), lambda dst, a: _isa.sequence_bounds(dst=dst, segment_ids=a(x)),
+                   out_shape=(x.shape[0], 2, x.size // x.shape[0]), out_dims=(0, None, 1))
+
+
 def max8(*, src: Any, mask: Any = None, dtype: Any = None, **kwargs: Any) -> _Tensor:
     """The 8 largest values of each partition, descending: a ``[P, 8]`` tile."""
     x = _tile("max8", "src", src)
