@@ -139,6 +139,7 @@ def _runtime(
     kernel = cfg.kernel_path or kernel_path(task.name)
     sha = session.meta().get("start_kernel_sha")
     ctx = AgentContext(ws, task, cfg.target, cfg.verify_seeds, start_text=session.kernel(sha) if sha else None)
+    ctx.prepare()
     registry = ToolRegistry(load_tools(cfg.workspace, cfg.tools))
     budget = Budget(cfg.max_turns, cfg.budget_usd, cfg.max_seconds)
     rt = Runtime(model if model is not None else build_model(cfg), registry, ctx, session, cfg.approve, budget, kernel, on_event, on_token)

@@ -26,7 +26,7 @@ from typing import Any
 from ..emu.trace import Trace, TraceStreamError, TraceStreamReader
 from . import zygote
 
-__all__ = ["Limits", "TraceIntegrityError", "WorkerOutcome", "neuron_env", "run_worker", "scrubbed_env"]
+__all__ = ["Limits", "TraceIntegrityError", "WorkerOutcome", "neuron_env", "run_worker", "scrubbed_env", "warm_launcher"]
 
 _PASS_ENV = ("LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "NEURON_PLATFORM_TARGET_OVERRIDE")
 
@@ -99,6 +99,16 @@ def scrubbed_env(scratch: Path) -> dict[str, str]:
         if key in os.environ:
             env[key] = os.environ[key]
     return env
+
+
+def warm_launcher() -> None:
+    """Start the emulator workers' launcher now, so its imports overlap what the caller does before its first run.
+
+    A verification calls it as it begins, a session as it opens (:func:`zygote.warm`); nothing
+    happens when the launcher is off (``NKIAGENT_ZYGOTE=0``) or already running.
+    """
+    if zygote.enabled():
+        zygote.warm(scrubbed_env(Path(tempfile.gettempdir())))
 
 
 def neuron_env() -> dict[str, str]:
