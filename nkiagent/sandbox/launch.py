@@ -160,6 +160,7 @@ def run_worker(kernel_path: str | Path, task_path: str | Path | None, runs: list
         request.update(backend=backend, package_paths=list(package_paths or []))
     read_fd, write_fd = os.pipe()
     stream_read, stream_write = os.pipe()
+    _widen(stream_write)
     stdout_path = scratch / "stdout.txt"
     t0 = time.perf_counter()
     env = scrubbed_env(scratch) if backend == "emulator" else {**scrubbed_env(scratch), **neuron_env()}
@@ -217,6 +218,21 @@ def run_worker(kernel_path: str | Path, task_path: str | Path | None, runs: list
     if answer is None and not keep_scratch:
         shutil.rmtree(scratch, ignore_errors=True)
     return outcome
+
+
+def _widen(fd: int) -> None:
+    """Give the trace stream a 1 MiB pipe (Linux), so a worker seldom waits for a busy parent to read its records.
+
+    Why: the default 64 KiB holds about two runs of a level-1 kernel's records; with several
+    verifications in one parent, the thread reading one worker's stream may be waiting for the
+    GIL, and a worker blocked on a full pipe leaves its core idle.
+    """
+    import fcntl
+
+    try:
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+    except OSError:
+        pass  # over /proc/sys/fs/pipe-max-size, or not Linux: the default size still works, only with more waiting
 
 
 def _start_fresh(request: dict[str, Any], env: dict[str, str], scratch: Path, write_fd: int, stream_write: int,
