@@ -171,3 +171,31 @@ def test_k_blocking_advice_only_for_matmul_results_summed_on_vectore() -> None:
 
     assert any(a.startswith("PSUM evacuation: 8 VectorE") for a in _profile(summed, args)[0].advice)
     assert not any(a.startswith("PSUM evacuation") for a in _profile(copied, args)[0].advice)
+
+
+def _task_profile(kernel_file, task_name: str):
+    import importlib.util
+
+    from nkiagent.sandbox.arrays import make_inputs
+    from nkiagent.tasks import get_task
+
+    task = get_task(task_name)
+    spec = importlib.util.spec_from_file_location(f"kernel_{task_name}", kernel_file)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return _profile(module.kernel, tuple(make_inputs(task, task.dims, 0, "normal")))[0]
+
+
+def test_engine_balance_is_advised_only_where_a_compute_engine_is_busier_than_the_dma_queues() -> None:
+    """Moving element-wise work between engines cannot lower a latency the DMA queues' busy time already sets."""
+    from pathlib import Path
+
+    from nkiagent.tasks import get_task
+
+    vector_bound = _task_profile(get_task("rmsnorm").baseline_path(), "rmsnorm")  # VectorE 89%, ScalarE 1%
+    assert vector_bound.bottleneck == "compute-bound (VectorE)"
+    assert any(a.startswith("engine balance: VectorE is 89% busy") for a in vector_bound.advice)
+    dma_bound = _task_profile(Path(HERE).parent / "kernels" / "rmsnorm_prefetch.py", "rmsnorm")
+    assert dma_bound.bottleneck == "memory-bound (DMA)"
+    assert dma_bound.engines["VectorE"].active_pct > 70 and dma_bound.engines["DMA"].active_pct > 95
+    assert not any(a.startswith("engine balance") for a in dma_bound.advice), dma_bound.advice
