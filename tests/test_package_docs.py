@@ -1,7 +1,8 @@
 """Each package says what it is, and what the docs and ``__all__`` promise is there.
 
 * every package row of the layer table (``docs/architecture.md``) links to the package's README,
-  and that README states the same "may import" as the row, word for word;
+  and that README states the same "may import" as the row, word for word, and names every module
+  and sub-folder of the package (a new module comes with its line);
 * every name in a module's ``__all__`` exists in that module, and every name one package imports
   from another package's module is in that module's ``__all__`` (what other layers use is the
   module's public face, and ``__all__`` says so);
@@ -54,9 +55,15 @@ def readme_problems(layer: str, row: dict[str, str], root: Path) -> list[str]:
         problems.append(f"{TABLE.name}: the {layer} row's package cell {row['package']!r} should link to {want}")
     if not readme.is_file():
         return [*problems, f"{where} is missing: say what lives here and what it may import"]
-    stated = MAY_IMPORT.findall(readme.read_text())
+    text = readme.read_text()
+    stated = MAY_IMPORT.findall(text)
     if stated != [row["may import"]]:
         problems.append(f"{where}: needs exactly one line `**May import:** {row['may import']}` (the table's column); it has {stated}")
+    for child in sorted(readme.parent.iterdir()):
+        if child.suffix == ".py" and child.name != "__init__.py" and f"`{child.name}`" not in text:
+            problems.append(f"{where}: says nothing of `{child.name}`; add a line on what it does and why it exists")
+        elif child.is_dir() and any(child.rglob("*.py")) and f"`{child.name}/" not in text:
+            problems.append(f"{where}: says nothing of `{child.name}/`; add a line on what lives there")
     return problems
 
 
@@ -77,6 +84,12 @@ def test_a_readme_that_disagrees_with_the_table_is_caught(tmp_path: Path) -> Non
     assert readme_problems("perf", row, tmp_path) == [
         "nkiagent/perf/README.md: needs exactly one line `**May import:** `emu` (matplotlib, lazily)` (the table's column); it has ['`emu`, `verify`']"
     ]
+    (readme.parent / "roofline.py").write_text("")
+    readme.write_text("**May import:** `emu` (matplotlib, lazily)\n")
+    assert readme_problems("perf", row, tmp_path) == [
+        "nkiagent/perf/README.md: says nothing of `roofline.py`; add a line on what it does and why it exists"
+    ]
+    (readme.parent / "roofline.py").unlink()
     unlinked = {**row, "package": "`nkiagent/perf/`"}
     readme.write_text("**May import:** `emu` (matplotlib, lazily)\n")
     assert readme_problems("perf", unlinked, tmp_path) == [
@@ -130,18 +143,18 @@ def cross_package_imports() -> list[tuple[str, int, str, str]]:
 
 def test_what_other_packages_import_is_in_all() -> None:
     exported = {dotted: set(names) for dotted, _, names in modules_with_all()}
-    unlisted = {}
+    unlisted: dict[str, list[str]] = {}
     for where, line, module, name in cross_package_imports():
         if module not in exported or name in exported[module] or f"{module}.{name}" in exported:
             continue
         if (PACKAGE.parent / module.replace(".", "/") / f"{name}.py").is_file():
             continue  # a submodule, not a name of the module
-        unlisted[f"{module}.{name}"] = f"{where}:{line}"
+        unlisted.setdefault(f"{module}.{name}", []).append(f"{where}:{line}")
     fixed = sorted(set(PENDING_EXPORTS) - set(unlisted))
     assert not fixed, f"now in __all__, so remove from PENDING_EXPORTS: {fixed}"
     new = {k: v for k, v in unlisted.items() if k not in PENDING_EXPORTS}
     assert not new, "imported by another package but not in the module's __all__ (add it, or stop importing it):\n" + "\n".join(
-        f"{v}: {k}" for k, v in sorted(new.items())
+        f"{', '.join(v)}: {k}" for k, v in sorted(new.items())
     )
 
 
