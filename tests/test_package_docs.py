@@ -6,7 +6,7 @@
 * every name in a module's ``__all__`` exists in that module, and every name one package imports
   from another package's module is in that module's ``__all__`` (what other layers use is the
   module's public face, and ``__all__`` says so);
-* every relative link in ``README.md``, ``docs/*.md`` and the package READMEs resolves to a file
+* every relative link in ``README.md``, ``DEVELOPERS.md``, ``docs/*.md`` and the package READMEs resolves to a file
   inside the repository.
 """
 
@@ -173,7 +173,7 @@ def link_problems(markdown: Path, root: Path) -> list[str]:
 
 
 def test_every_relative_link_resolves_inside_the_repository() -> None:
-    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(PACKAGE.glob("*/README.md"))]
+    docs = [ROOT / "README.md", ROOT / "DEVELOPERS.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(PACKAGE.glob("*/README.md"))]
     assert len(docs) >= 15
     problems = [p for doc in docs for p in link_problems(doc, ROOT)]
     assert not problems, "\n".join(problems)
