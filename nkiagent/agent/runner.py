@@ -24,6 +24,9 @@ from .tools import AgentContext, ToolRegistry, load_tools
 __all__ = [
     "SessionConfig",
     "SessionOutcome",
+    "build_model",
+    "check_model",
+    "copy_demo_workspace",
     "drive",
     "edit_in_editor",
     "resume_session",
