@@ -237,3 +237,46 @@ def test_the_launcher_leaves_with_the_process_that_started_it(tmp_path: Path) ->
     while psutil.pid_exists(int(pid)) and psutil.Process(int(pid)).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not psutil.pid_exists(int(pid)) or psutil.Process(int(pid)).status() == psutil.STATUS_ZOMBIE
+
+
+LNC_EXCHANGE = """
+import nki, nki.isa as nisa, nki.language as nl
+@nki.jit
+def _swap(a, b):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    me = nl.program_id(0)
+    rows = a.shape[0] // 2
+    mine = nl.ndarray((rows, a.shape[1]), a.dtype, buffer=nl.sbuf)
+    theirs = nl.ndarray((rows, a.shape[1]), a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=mine, src=a[nl.ds(me * rows, rows), :])
+    nisa.sendrecv(src=mine, dst=theirs, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=0)
+    nisa.dma_copy(dst=out[nl.ds(me * rows, rows), :], src=theirs)
+    return out
+def kernel(a, b):
+    return _swap[2](a, b)
+"""
+
+
+def test_an_lnc2_exchange_runs_in_the_sandbox_on_the_emulators_own_thread(tmp_path: Path) -> None:
+    """Core 0 waits in sendrecv, so core 1 runs on a program thread: the guard lets the emulator start it."""
+    out = _run(tmp_path, LNC_EXCHANGE)
+    rec = out.answer["runs"][0]
+    assert "error" not in rec, rec.get("error")
+    assert rec["outputs"][0]["shape"] == [128, 64]
+
+
+def test_kernel_code_cannot_start_the_emulators_program_thread_either(tmp_path: Path) -> None:
+    """The guard lets a ProgramThread start only when the harness starts it: the kernel reaching the class gets nothing."""
+    body = (
+        "import typing\n"
+        "lnc = typing.sys.modules['nkiagent.emu.lnc']\n"
+        "class Fake:\n"
+        "    def _thread_main(self, p):\n"
+        "        print('escaped')\n"
+        "class Program:\n"
+        "    index = 0\n"
+        "lnc.ProgramThread(Fake(), Program()).start()\n"
+    )
+    out = _run(tmp_path, body + HONEST)
+    err = out.answer["runs"][0]["error"]
+    assert err["kind"] == "sandbox" and "starting threads is not allowed in kernel code" in err["message"]
