@@ -313,3 +313,30 @@ def test_a_one_core_barrier_waits_for_no_one_and_a_two_core_one_at_lnc1_is_not_e
     assert e.value.code == "err_not_emulated" and e.value.message.startswith(
         "nki.isa.core_barrier(cores=(0, 1)) in a launch of 1 program is not emulated"
     )
+
+
+@pytest.mark.parametrize("name", ["all_gather", "all_reduce", "collective_permute_implicit", "rank_id"])
+def test_a_multi_rank_collective_imports_and_a_call_is_the_not_emulated_error_naming_it(name: str) -> None:
+    """AWS's library imports ``nki.collectives`` and builds a ReplicaGroup at module level: both work; the call stops the run."""
+    import nki.collectives as ncc
+    from nki.collectives import ReplicaGroup
+
+    group = ReplicaGroup([[0, 1, 2, 3]])
+    assert group.groups == [[0, 1, 2, 3]]
+
+    @nki.jit
+    def kernel(a):
+        getattr(ncc, name)(srcs=[a], dsts=[a], replica_group=group)
+        return a
+
+    with pytest.raises(NkiError) as e:
+        _run(kernel, np.ones((P, 4), np.float32))
+    assert e.value.code == "err_not_emulated" and e.value.location == f"{__file__}:{_line_of('getattr(ncc, name)(srcs=')}"
+    assert e.value.message.startswith(f"nki.collectives.{name} is not emulated by the nkiagent emulator: collectives exchange data")
+
+
+def test_a_replica_group_refuses_overlapping_rank_lists() -> None:
+    from nki.collectives import ReplicaGroup
+
+    with pytest.raises(NkiError, match=re.escape("ReplicaGroup [[0, 1], [1, 2]]: a rank appears in more than one rank-list")):
+        ReplicaGroup([[0, 1], [1, 2]])
