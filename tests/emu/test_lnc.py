@@ -40,6 +40,8 @@ def swap_halves(a):
     theirs = nl.ndarray((half, d), dtype=a.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=mine, src=a[nl.ds(me * half, half), :])
     nisa.sendrecv(src=mine, dst=theirs, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=0)
+    # the tile sent is a copy taken at the send: reusing `mine` changes nothing the peer gets
+    nisa.tensor_scalar(dst=mine, data=mine, op0=nl.multiply, operand0=0.0)
     nisa.dma_copy(dst=out[nl.ds(me * half, half), :], src=theirs)
     return out
 
@@ -201,6 +203,29 @@ def test_an_unmatched_barrier_is_a_deadlock_naming_it() -> None:
     )
 
 
+@nki.jit
+def one_extra_on_core_1(a):
+    """Both cores exchange once; core 1 then waits on its own thread for a second tile after core 0 has finished."""
+    me = nl.program_id(0)
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    nisa.sendrecv(src=t, dst=t, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=0)
+    if me == 1:
+        nisa.sendrecv(src=t, dst=t, send_to_rank=0, recv_from_rank=0, pipe_id=0)  # no second one on core 0
+    return t
+
+
+def test_a_deadlock_found_after_core_0_finished_is_located_where_core_1_waits() -> None:
+    """The launch itself finds this one (core 0 is done, core 1 parked on its thread): the error still points at core 1's line."""
+    with pytest.raises(NkiError) as e:
+        _run(one_extra_on_core_1[2], np.ones((P, 4), np.float32))
+    line = f"{__file__}:{_line_of('# no second one on core 0')}"
+    assert e.value.code == "err_lnc_deadlock" and e.value.location == line
+    assert (
+        f"program [0] (rank 0) finished; program [1] (rank 1) waits in sendrecv at {line} for the tile rank 0 sends it." in e.value.message
+    )
+
+
 def _line_of(text: str) -> int:
     with open(__file__) as f:
         lines = f.read().splitlines()
@@ -253,8 +278,11 @@ def _calling(call):
          "err_unsupported_memory", "sendrecv"),
         (lambda a, t, small, me: nisa.core_barrier(a, cores=(0, 2)), "err_core_barrier_cores",
          "only cores=(0, 1) (or a single core) is supported"),
+        (lambda a, t, small, me: nisa.sendrecv(src=t if me == 0 else small, dst=t if me == 0 else small, send_to_rank=1 - me,
+                                               recv_from_rank=1 - me, pipe_id=0),
+         "err_sendrecv_mismatch", "sendrecv dst [128, 2] float32 cannot hold the tile rank 0 sent at "),
     ],
-    ids=["rank", "tile-size", "hbm-operand", "cores"],
+    ids=["rank", "tile-size", "hbm-operand", "cores", "peer-tile-size"],
 )  # fmt: skip
 def test_sendrecv_and_core_barrier_refuse_what_the_docs_refuse(call, code: str, text: str) -> None:
     with pytest.raises(NkiError) as e:
