@@ -13,8 +13,9 @@ not reached yet; then the baton goes to the next program that can make progress 
 Programs run on the calling thread, in order, for as long as none waits: a launch without
 ``sendrecv``/``core_barrier`` runs exactly as a sequential loop would and starts no thread.
 Only when a program has to wait does the next one start, on a :class:`ProgramThread` (the one
-kind of thread the evaluation sandbox lets the emulator start, and never kernel code). When every unfinished program waits on another, the launch is
-deadlocked and fails naming what each program waits for, instead of hanging.
+kind of thread the evaluation sandbox lets the emulator start, and never kernel code). When
+every unfinished program waits on another, the launch is deadlocked and fails naming what each
+program waits for and at which kernel line, instead of hanging.
 
 A program's view of the shared context (its ``program_id``, loop stack, ``shared_hbm`` cursor,
 control-flow registers) is saved when it hands the baton on and restored when it gets it back.
@@ -223,7 +224,7 @@ class Scheduler:
         try:
             t = ProgramThread(self, p)
             t.start()
-        except Exception as e:  # the evaluation sandbox refuses threads
+        except Exception as e:  # a process that refuses threads (a sandbox stricter than nkiagent's own)
             p.state = _PENDING
             self.turn = p.resumer
             raise NkiUnsupportedError(
