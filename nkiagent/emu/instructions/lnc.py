@@ -150,8 +150,9 @@ def _cores(value: Any) -> tuple[int, ...]:
 
 @instruction(
     family="registers and control",
-    engines="gpsimd vector scalar",
+    engines="gpsimd",
     source=page("core_barrier"),
+    hint=" (its page names GpSimd, the default, and no other engine)",
     rules=(
         "trn2+; cores=(0, 1) synchronises the two cores of an LNC=2 launch; a single core (cores=(0)) waits for no one",
         "a core not in cores may not call it; each core returns once every core of cores has reached as many barriers",
