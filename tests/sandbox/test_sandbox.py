@@ -273,3 +273,46 @@ def test_inputs_drawn_per_case_group_equal_those_drawn_per_case_bit_for_bit() ->
             assert all(np.array_equal(a.view(np.uint8), b.view(np.uint8)) for a, b in zip(got, want)), (task.name, dist)
             checked.add(dist)
     assert checked >= {"normal", "heavy_tailed", "large", "offset", "constant_rows"}
+
+
+LNC_EXCHANGE = """
+import nki, nki.isa as nisa, nki.language as nl
+@nki.jit
+def _swap(a, b):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    me = nl.program_id(0)
+    rows = a.shape[0] // 2
+    mine = nl.ndarray((rows, a.shape[1]), a.dtype, buffer=nl.sbuf)
+    theirs = nl.ndarray((rows, a.shape[1]), a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=mine, src=a[nl.ds(me * rows, rows), :])
+    nisa.sendrecv(src=mine, dst=theirs, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=0)
+    nisa.dma_copy(dst=out[nl.ds(me * rows, rows), :], src=theirs)
+    return out
+def kernel(a, b):
+    return _swap[2](a, b)
+"""
+
+
+def test_an_lnc2_exchange_runs_in_the_sandbox_on_the_emulators_own_thread(tmp_path: Path) -> None:
+    """Core 0 waits in sendrecv, so core 1 runs on a program thread: the guard lets the emulator start it."""
+    out = _run(tmp_path, LNC_EXCHANGE)
+    rec = out.answer["runs"][0]
+    assert "error" not in rec, rec.get("error")
+    assert rec["outputs"][0]["shape"] == [128, 64]
+
+
+def test_kernel_code_cannot_start_the_emulators_program_thread_either(tmp_path: Path) -> None:
+    """The guard lets a ProgramThread start only when the harness starts it: the kernel reaching the class gets nothing."""
+    body = (
+        "import typing\n"
+        "lnc = typing.sys.modules['nkiagent.emu.lnc']\n"
+        "class Fake:\n"
+        "    def _thread_main(self, p):\n"
+        "        print('escaped')\n"
+        "class Program:\n"
+        "    index = 0\n"
+        "lnc.ProgramThread(Fake(), Program()).start()\n"
+    )
+    out = _run(tmp_path, body + HONEST)
+    err = out.answer["runs"][0]["error"]
+    assert err["kind"] == "sandbox" and "starting threads is not allowed in kernel code" in err["message"]
