@@ -308,7 +308,7 @@ def schedule(trace: Trace, spec: HardwareSpec, lookahead: int = LOOKAHEAD) -> Ti
     """Schedule every instruction of ``trace`` on ``spec`` and return the timeline.
 
     ``lookahead`` is the scheduler's window (the module docstring says how it is used); 1 issues
-    every instruction in program order, as a kernel written entirely under ``no_reorder`` would.
+    in program order, each instruction still free to fill an idle gap left before it.
     """
     with collector_paused():  # one event and a few tuples per instruction, none in a cycle
         return _schedule(trace, spec, max(1, lookahead))
