@@ -121,8 +121,10 @@ class _Space:
             self.gcache[key] = g
         return g
 
-    def overlapping(self, key: tuple[int, int, int, int], granules: list[tuple[int, int]]) -> list[list[Any]]:
-        """The entries whose regions overlap ``key``."""
+    def scan(self, key: tuple[int, int, int, int], granules: list[tuple[int, int]], write: bool, pending: dict[int, Any],
+             into: list[list[Any]], preds: set[int]) -> None:
+        """Append the entries whose regions overlap ``key`` to ``into``, and to ``preds`` the pending
+        instructions an access to it must follow: their writers, and for a write their readers too."""
         p_lo, p_hi, b_lo, b_hi = key
         grid = self.grid
         if len(granules) == 1:  # the common case: no entry can be met twice
@@ -134,7 +136,14 @@ class _Space:
                 if bucket:
                     candidates |= bucket
         entries = self.entries
-        return [entries[k] for k in candidates if k[0] <= p_hi and p_lo <= k[1] and k[2] < b_hi and b_lo < k[3]]
+        for k in candidates:
+            if k[0] <= p_hi and p_lo <= k[1] and k[2] < b_hi and b_lo < k[3]:
+                e = entries[k]
+                into.append(e)
+                if e[6] in pending:
+                    preds.add(e[6])
+                if write and e[7]:
+                    preds.update([r for r in e[7] if r in pending])
 
     def claim(self, key: tuple[int, int, int, int], granules: list[tuple[int, int]], who: int, write: bool, window: int,
               pending: dict[int, Any]) -> list[Any]:
@@ -375,14 +384,15 @@ def _schedule(trace: Trace, spec: HardwareSpec, lookahead: int) -> Timeline:
     events: list[Event | None] = [None] * len(stream)
     costs: list[Cost | None] = [None] * len(stream)
     #: the window: admitted, not yet issued, by index: [entries its reads overlap, entries its writes
-    #: overlap, entries of its own reads, of its own writes, predecessors not yet issued, successors, cost]
+    #: overlap, entries of its own reads, of its own writes, predecessors not yet issued, successors,
+    #: cost, readiness (once they have all issued)]
     pending: dict[int, list[Any]] = {}
     heap: list[tuple[float, int]] = []  #: (ready, index) of the pending instructions all of whose predecessors issued
 
-    def admit(j: int) -> None:
+    def admit(j: int) -> tuple[float, int] | None:
         """Enter instruction ``j`` into the window: find the pending instructions it depends on
         (read-after-write, write-after-read, write-after-write on overlapping memory) and claim
-        its regions, so that later instructions find it."""
+        its regions, so that later instructions find it. Returns its heap key if it is ready."""
         ins = stream[j]
         rf = [seen.get(id(a)) or fact(a) for a in ins.reads]
         wf = [seen.get(id(a)) or fact(a) for a in ins.writes]
@@ -396,39 +406,31 @@ def _schedule(trace: Trace, spec: HardwareSpec, lookahead: int) -> Timeline:
             cost = instruction_cost(ins, spec)
             if ck is not None:
                 known[ck] = cost
-        preds: set[int] = set()
         rentries: list[list[Any]] = []
         wentries: list[list[Any]] = []
+        preds: set[int] = set()
         for _, sp, key, granules in rf:
             if sp is not None:
-                for e in sp.overlapping(key, granules):
-                    rentries.append(e)
-                    if e[6] in pending:
-                        preds.add(e[6])
+                sp.scan(key, granules, False, pending, rentries, preds)
         for _, sp, key, granules in wf:
-            for e in sp.overlapping(key, granules):  # type: ignore[union-attr]  # (writes are always tracked)
-                wentries.append(e)
-                if e[6] in pending:
-                    preds.add(e[6])
-                for r in e[7]:
-                    if r in pending:
-                        preds.add(r)
+            sp.scan(key, granules, True, pending, wentries, preds)  # type: ignore[union-attr]  # (writes are always tracked)
         rown = [sp.claim(key, granules, j, False, lookahead, pending) for _, sp, key, granules in rf if sp is not None]
         wown = [sp.claim(key, granules, j, True, lookahead, pending) for _, sp, key, granules in wf]  # type: ignore[union-attr]
-        pending[j] = [rentries, wentries, rown, wown, len(preds), [], cost]
-        for p in preds:
-            pending[p][5].append(j)
-        if not preds:
-            heapq.heappush(heap, (_readiness(rentries, wentries, cost.engine == "tensor")[0], j))
+        rec = pending[j] = [rentries, wentries, rown, wown, len(preds), [], cost, None]
+        if preds:
+            for p in preds:
+                pending[p][5].append(j)
+            return None
+        rec[7] = readiness = _readiness(rentries, wentries, cost.engine == "tensor")
+        return readiness[0], j
 
     def issue(j: int, in_order: bool) -> None:
         """Place instruction ``j``, whose predecessors have all been placed, at the earliest idle
         time of its engine (or enough DMA queues) after its operands are ready; ``in_order``: not
         before anything already placed there (no filling of earlier idle gaps)."""
         nonlocal latency, lockstep, queues
-        rentries, wentries, rown, wown, _, succ, cost = pending.pop(j)
+        _, _, rown, wown, _, succ, cost, (ready, signalled, after) = pending.pop(j)
         engine = cost.engine
-        ready, signalled, after = _readiness(rentries, wentries, engine == "tensor")
         dur = cost.busy_ns
         if engine == "dma":
             if lockstep and cost.queues == len(queues):
@@ -478,7 +480,8 @@ def _schedule(trace: Trace, spec: HardwareSpec, lookahead: int) -> Timeline:
             rec = pending[s]
             rec[4] -= 1
             if not rec[4]:
-                heapq.heappush(heap, (_readiness(rec[0], rec[1], rec[6].engine == "tensor")[0], s))
+                rec[7] = readiness = _readiness(rec[0], rec[1], rec[6].engine == "tensor")
+                heapq.heappush(heap, (readiness[0], s))
 
     def drain(in_order: bool) -> None:
         while heap:
@@ -492,9 +495,16 @@ def _schedule(trace: Trace, spec: HardwareSpec, lookahead: int) -> Timeline:
             for lane in [*lanes.values(), *queues]:
                 lane.seal()
             fenced = block
-        admit(j)
+        key = admit(j)
         if block or len(pending) >= lookahead:  # issue the pending instruction that is ready first
+            if key is not None and (not heap or key < heap[0]):  # (it is this one: no need for the heap)
+                issue(j, block)
+                continue
+            if key is not None:
+                heapq.heappush(heap, key)
             issue(heapq.heappop(heap)[1], block)
+        elif key is not None:
+            heapq.heappush(heap, key)
     drain(fenced)
     done = cast("list[Event]", events)
     trace_costs = [c for c, spill in zip(costs, is_spill, strict=True) if not spill]
