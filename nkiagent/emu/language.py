@@ -245,6 +245,13 @@ class _Range:
             yield from self.rng
             return
         uid, kind = ctx.next_loop, self.kind
+        if kind == "dynamic" and NO_REORDER in ctx.loops_now:
+            raise NkiValidationError(
+                "err_dynamic_loop_in_no_reorder",
+                "a dynamic loop (nl.dynamic_range, nl.fori_loop) is not supported inside a no_reorder block: its trip count is "
+                "only known at run time, so the compiler cannot keep its instructions in program order. Use nl.affine_range, "
+                "nl.sequential_range or nl.static_range there (unrolled at compile time), or move the loop out of the block",
+            )
         frame = [uid, kind, 0]
         ctx.next_loop += 1
         ctx.loops.append(frame)

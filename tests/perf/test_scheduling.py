@@ -183,3 +183,30 @@ def test_dependences_are_kept_whatever_the_window_reorders() -> None:
     for producer, consumer in [(0, 2), (1, 2), (2, 4), (4, 5), (3, 5), (5, 6)]:  # RAW
         assert e[consumer].start_ns >= e[producer].end_ns, (producer, consumer)
     assert e[3].start_ns >= e[2].end_ns  # WAR: t is overwritten only once the add has read it
+
+
+def test_a_dynamic_loop_inside_no_reorder_is_rejected_as_the_docs_say() -> None:
+    """``nl.no_reorder``'s docs: dynamic loops are not supported inside the block (static ones are)."""
+    import inspect
+
+    import nki.isa as nisa
+    import nki.language as nl
+
+    def kernel(a, dynamic: bool):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        with nl.no_reorder():
+            for i in nl.dynamic_range(2) if dynamic else nl.affine_range(2):
+                t = nl.ndarray((128, a.shape[1]), a.dtype)
+                nisa.dma_copy(dst=t, src=a[i * 128 : (i + 1) * 128, :])
+                nisa.dma_copy(dst=out[i * 128 : (i + 1) * 128, :], src=t)
+        return out
+
+    a = np.ones((256, 64), np.float32)
+    trace, _ = _schedule(lambda a: kernel(a, False), (a,))
+    assert len(trace.instructions) == 4 and all(NO_REORDER in ins.loops for ins in trace.instructions)
+    with pytest.raises(emu.NkiValidationError) as info:
+        emu.run_kernel(lambda a: kernel(a, True), (a,), target="trn1")
+    line = inspect.getsourcelines(kernel)[1] + 3
+    assert info.value.location == f"{__file__}:{line}"
+    assert info.value.code == "err_dynamic_loop_in_no_reorder"
+    assert info.value.message.startswith("a dynamic loop (nl.dynamic_range, nl.fori_loop) is not supported inside a no_reorder block")
