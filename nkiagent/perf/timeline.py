@@ -36,9 +36,9 @@ performance rules summarise them for the model).
 
 from __future__ import annotations
 
-import heapq
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from heapq import heappop, heappush
 from typing import Any, cast
 
 from ..emu.trace import NO_REORDER, PSEUDO_MEMORIES, Access, Instruction, Trace, collector_paused
@@ -156,7 +156,7 @@ class _Space:
                 self.grid.setdefault(g, set()).add(key)
         if write:
             e[6] = who
-            e[7] = []
+            e[7].clear()
             self._prune(key, granules)
         else:
             readers = e[7]
@@ -481,11 +481,11 @@ def _schedule(trace: Trace, spec: HardwareSpec, lookahead: int) -> Timeline:
             rec[4] -= 1
             if not rec[4]:
                 rec[7] = readiness = _readiness(rec[0], rec[1], rec[6].engine == "tensor")
-                heapq.heappush(heap, (readiness[0], s))
+                heappush(heap, (readiness[0], s))
 
     def drain(in_order: bool) -> None:
         while heap:
-            issue(heapq.heappop(heap)[1], in_order)
+            issue(heappop(heap)[1], in_order)
 
     fenced = False  # inside a no_reorder block
     for j, ins in enumerate(stream):
@@ -501,10 +501,10 @@ def _schedule(trace: Trace, spec: HardwareSpec, lookahead: int) -> Timeline:
                 issue(j, block)
                 continue
             if key is not None:
-                heapq.heappush(heap, key)
-            issue(heapq.heappop(heap)[1], block)
+                heappush(heap, key)
+            issue(heappop(heap)[1], block)
         elif key is not None:
-            heapq.heappush(heap, key)
+            heappush(heap, key)
     drain(fenced)
     done = cast("list[Event]", events)
     trace_costs = [c for c, spill in zip(costs, is_spill, strict=True) if not spill]
