@@ -409,12 +409,15 @@ def _schedule(trace: Trace, spec: HardwareSpec, lookahead: int) -> Timeline:
         rentries: list[list[Any]] = []
         wentries: list[list[Any]] = []
         preds: set[int] = set()
+        rown = []
         for _, sp, key, granules in rf:
             if sp is not None:
                 sp.scan(key, granules, False, pending, rentries, preds)
+                # (claimed at once: ``j`` is not pending yet, so its own accesses never count as what it waits for)
+                rown.append(sp.claim(key, granules, j, False, lookahead, pending))
         for _, sp, key, granules in wf:
             sp.scan(key, granules, True, pending, wentries, preds)  # type: ignore[union-attr]  # (writes are always tracked)
-        rown = [sp.claim(key, granules, j, False, lookahead, pending) for _, sp, key, granules in rf if sp is not None]
+        # writes are claimed after every scan: a write drops the entries it covers, which the scans still need
         wown = [sp.claim(key, granules, j, True, lookahead, pending) for _, sp, key, granules in wf]  # type: ignore[union-attr]
         rec = pending[j] = [rentries, wentries, rown, wown, len(preds), [], cost, None]
         if preds:
