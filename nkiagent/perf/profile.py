@@ -321,7 +321,7 @@ def _advice(trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile, pa
         if waits and idle >= 0.02 * p.latency_us:
             g = max(waits, key=lambda g: g["idle_us"])
             out.append(f"{busiest_engine[0]} limits the kernel but stands idle {idle:.2f} µs (the longest wait: {g['idle_us']:.2f} µs for "
-                       f"{g['waiting_for']}); make that work ready earlier (issue it sooner, or split it so its first part lands first)")
+                       f"{g['waiting_for']}); make that work ready earlier (shorten the chain that feeds it, or split it so its first part lands first)")
     if p.bottleneck.startswith("latency"):
         gap = max(p.idle_gaps, key=lambda g: g["idle_us"], default=None)
         where = f" (the longest wait: {gap['engine']} for {gap['waiting_for']})" if gap else ""
