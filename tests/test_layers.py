@@ -34,8 +34,12 @@ class Violation:
         return f"{self.path}:{self.line}: {self.source_layer} imports {self.target} ({self.target_layer}), which it may not"
 
 
-def read_table(text: str) -> dict[str, frozenset[str]]:
-    """Layer name → the layers it may import directly, from the markdown table with a "may import" column."""
+#: A layer row's first cell: `nkiagent/<package>/` or `nkiagent/<module>.py`, optionally a link (to the package's README).
+LAYER_CELL = re.compile(r"\[?`nkiagent/([a-z_]+)(/|\.py)`(?:\]\(([^)\s]+)\))?")
+
+
+def table_rows(text: str) -> dict[str, dict[str, str]]:
+    """Layer name → its row of the markdown table with a "may import" column, as column heading (lower case) → cell text."""
 
     def cells(line: str) -> list[str]:
         return [c.strip() for c in line.strip().strip("|").split("|")]
@@ -44,16 +48,22 @@ def read_table(text: str) -> dict[str, frozenset[str]]:
     heads = [i for i, line in enumerate(lines) if line.lstrip().startswith("|") and "may import" in line.lower()]
     if not heads:
         raise ValueError(f"{TABLE.name} has no table with a 'may import' column")
-    column = [c.lower() for c in cells(lines[heads[0]])].index("may import")
-    rows: dict[str, frozenset[str]] = {}
+    columns = [c.lower() for c in cells(lines[heads[0]])]
+    rows: dict[str, dict[str, str]] = {}
     for line in lines[heads[0] + 2 :]:
         if not line.lstrip().startswith("|"):
             break
         row = cells(line)
-        name = re.fullmatch(r"`nkiagent/([a-z_]+)(?:/|\.py)`", row[0])
+        name = LAYER_CELL.fullmatch(row[0])
         if name is None:
             raise ValueError(f"{TABLE.name}: a layer row must start with `nkiagent/<package>/` or `nkiagent/<module>.py`, not {row[0]!r}")
-        rows[name.group(1)] = frozenset(re.findall(r"`([a-z_]+)`", row[column]))
+        rows[name.group(1)] = dict(zip(columns, row))
+    return rows
+
+
+def read_table(text: str) -> dict[str, frozenset[str]]:
+    """Layer name → the layers it may import directly, from the markdown table with a "may import" column."""
+    rows = {layer: frozenset(re.findall(r"`([a-z_]+)`", row["may import"])) for layer, row in table_rows(text).items()}
     for layer, allowed in rows.items():
         unknown = allowed - rows.keys()
         if unknown:

@@ -54,6 +54,10 @@ RULES = """\
 # Performance (what the cost model rewards)
 - DMAs: ≥ 2 KiB contiguous per partition per transfer; use all 128 partitions; each DMA has ~1.3 µs latency,
   so keep several in flight (allocate tiles inside loops so iterations overlap).
+- Scheduling, as the compiler does it: an instruction issues once its inputs are ready and its engine (or DMA
+  queues) is free, not in source order; among the ready ones the first that can start goes first, within a window of
+  {lookahead} instructions. Reordering independent lines changes nothing; `with nl.no_reorder():` keeps program order on
+  each engine and fences the block (for when the greedy order is worse, e.g. urgent stores behind early loads).
 - Reuse loaded tiles (hoist loads out of inner loops, block the free dimensions); every reload costs HBM traffic.
 - Keep TensorE busy: bf16 operands (fp32 runs at 1/4 rate), K = M = 128, N = 512; accumulate over K in PSUM.
 - Vector/Scalar costs ~max(64, N) cycles + ~60 fixed per instruction regardless of partitions: fewer, wider
@@ -119,13 +123,14 @@ def _isa_table() -> list[str]:
 
 def render_cheatsheet() -> str:
     """The cheat-sheet text: rules, then every ``nki.isa`` instruction (from the registry) and ``nki.language`` API."""
+    from ..perf.timeline import LOOKAHEAD
 
     out = [
         "# NKI cheat-sheet (generated from the nkiagent emulator; NKI 0.3+ API)",
         "",
         "import nki; import nki.language as nl; import nki.isa as nisa — kernels are @nki.jit functions.",
         "",
-        RULES,
+        RULES.format(lookahead=LOOKAHEAD),
     ]
     out += _isa_table()
     out += _language_table()

@@ -14,6 +14,7 @@ def cost_model_pages() -> list[tuple[str, str]]:
     """(title, body) pages: the DMA cost curve per target, and the scheduling model."""
     from ..perf.cost import dma_efficiency
     from ..perf.specs import get_spec
+    from ..perf.timeline import LOOKAHEAD
 
     specs = [get_spec(t) for t in ("trn1", "trn2", "trn3")]
     rows = "\n".join(
@@ -41,8 +42,11 @@ def cost_model_pages() -> list[tuple[str, str]]:
   addresses. On-chip memory is tracked by physical address, so a buffer the allocator reuses carries its dependences
   (allocate tiles inside the loop to double-buffer); HBM by tensor and byte range; registers and the VectorE
   accumulators are memories of their own.
-- Order: an engine may run a later independent instruction in an idle gap an earlier one left while waiting for
-  its operands (the compiler does not keep source order); each engine keeps a window of recent gaps.
+- Order is not source order, as the compiler's scheduler reorders independent instructions: within a window of
+  {LOOKAHEAD} instructions the one whose operands are ready first issues first (ties: source order), and it may run
+  in an idle gap an earlier one left. Moving an independent line earlier or later changes nothing.
+- `with nl.no_reorder():` issues its instructions in program order on each engine and queue (no gap filling) and
+  fences them: nothing written before the block issues after it, nothing after it before it; engines still overlap.
 - A consumer woken by another engine's semaphore pays {trn2.dependency_overhead_cycles} cycles; back-to-back matmuls into one PSUM
   bank are pipelined by TensorE without it.
 - The profile's critical path is this chain: each step starts after its operands or after its engine; idle engines

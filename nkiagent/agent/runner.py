@@ -24,6 +24,9 @@ from .tools import AgentContext, ToolRegistry, load_tools
 __all__ = [
     "SessionConfig",
     "SessionOutcome",
+    "build_model",
+    "check_model",
+    "copy_demo_workspace",
     "drive",
     "edit_in_editor",
     "resume_session",
@@ -139,6 +142,7 @@ def _runtime(
     kernel = cfg.kernel_path or kernel_path(task.name)
     sha = session.meta().get("start_kernel_sha")
     ctx = AgentContext(ws, task, cfg.target, cfg.verify_seeds, start_text=session.kernel(sha) if sha else None)
+    ctx.prepare()
     registry = ToolRegistry(load_tools(cfg.workspace, cfg.tools))
     budget = Budget(cfg.max_turns, cfg.budget_usd, cfg.max_seconds)
     rt = Runtime(model if model is not None else build_model(cfg), registry, ctx, session, cfg.approve, budget, kernel, on_event, on_token)

@@ -49,6 +49,25 @@ class AgentContext:
     start_text: str | None = None  #: the session's starting kernel: the speedup reference of a task without a baseline
     _start_latency: list[float | None] = field(default_factory=list)  #: its latency, once measured ([] until then)
 
+    def prepare(self) -> None:
+        """Start making the task's first verification cheap, in the background (see :func:`nkiagent.verify.verifier.prepare`).
+
+        A session calls it as it opens: the model's first answer takes seconds, and the inputs,
+        references, baseline and worker launcher are ready by then. Failures are left to the
+        verification itself, which meets the same error and reports it where the model sees it.
+        """
+        import threading
+
+        from ..verify.verifier import VerifyOptions, prepare
+
+        def run() -> None:
+            try:
+                prepare(self.task, self.target, VerifyOptions(seeds=self.verify_seeds))
+            except Exception:  # noqa: BLE001, S110 — the first verification reports it
+                pass
+
+        threading.Thread(target=run, name="nkiagent-prepare", daemon=True).start()
+
     def evaluate(self, path: str, seeds: int | None = None, hidden: bool = True) -> dict[str, Any]:
         """Verify ``path``; a task without a baseline kernel gets its speedup against the starting kernel, and says so."""
         from ..verify.verifier import VerifyOptions, verify

@@ -65,7 +65,7 @@ from typing import Any
 
 from .types import Message, ModelTurn, ToolCall
 
-__all__ = ["Tunable", "TunerModel", "parse_evaluation", "scan_tunables"]
+__all__ = ["Tunable", "TunableValue", "TunerModel", "parse_evaluation", "scan_tunables"]
 
 TunableValue = bool | int | float | str
 Config = tuple[tuple[str, TunableValue], ...]

@@ -60,7 +60,7 @@ __all__ = [
 ]
 
 _SHIM_MODULES = ("nki", "nki.language", "nki.language.dtypes", "nki.isa", "nki.isa.constants", "nki.typing", "nki.dtype",
-                 "nki.tensor", "nki.compiler", "nki.builtin")
+                 "nki.tensor", "nki.compiler", "nki.builtin", "nki.collectives")
 _LEGACY_MODULES = ("neuronxcc", "neuronxcc.nki", "neuronxcc.nki.language", "neuronxcc.nki.isa", "neuronxcc.nki.typing", "neuronxcc.nki.compiler")
 
 

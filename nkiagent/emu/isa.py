@@ -32,6 +32,7 @@ from .tensor import NkiTensor  # noqa: F401  (nki.isa exposes the tensor type, a
 if TYPE_CHECKING:  # the type checker sees the instructions the registry puts here at run time
     from .instructions.elementwise import *
     from .instructions.gather import *
+    from .instructions.lnc import *
     from .instructions.movement import *
     from .instructions.rand import *
     from .instructions.reductions import *
@@ -52,11 +53,9 @@ unknown_engine = engine.unknown
 _IMPLEMENTED = {k for k, v in dict(globals()).items() if callable(v) and not k.startswith("_")}
 
 #: Instructions of AWS's NKI the emulator does not run yet, and why. Their names import (AWS's
-#: NKI Library imports ``core_barrier`` and ``sendrecv`` at module level, for code paths a call
-#: may never reach); calling one is the "not emulated" error, with the reason.
+#: NKI Library imports such names at module level, for code paths a call may never reach);
+#: calling one is the "not emulated" error, with the reason.
 _KNOWN_NOT_EMULATED = {
-    "core_barrier": "the logical cores of an LNC=2 launch run one after another here, not concurrently, so a barrier between them cannot hold",
-    "sendrecv": "the logical cores of an LNC=2 launch run one after another here, not concurrently, so one cannot wait for the other's data",
     "dma_compute": "DMA-engine compute is not modelled",
     "quantize_mx": "MX (microscaling) quantisation is not modelled",
     "nc_matmul_mx": "the MX matmul of NeuronCore-v4 is not modelled",

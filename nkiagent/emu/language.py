@@ -46,6 +46,7 @@ from .ops import HBM, axis_tuple, not_emulated, record, require_tensor, tile, wr
 from .registry import lowering
 from .targets import get_target
 from .tensor import DynSlice, NkiTensor, ds  # noqa: F401
+from .trace import NO_REORDER
 
 
 class NKIObject:
@@ -267,6 +268,13 @@ class _Range:
             yield from self.rng
             return
         uid, kind = ctx.next_loop, self.kind
+        if kind == "dynamic" and NO_REORDER in ctx.loops_now:
+            raise NkiValidationError(
+                "err_dynamic_loop_in_no_reorder",
+                "a dynamic loop (nl.dynamic_range, nl.fori_loop) is not supported inside a no_reorder block: its trip count is "
+                "only known at run time, so the compiler cannot keep its instructions in program order. Use nl.affine_range, "
+                "nl.sequential_range or nl.static_range there (unrolled at compile time), or move the loop out of the block",
+            )
         frame = [uid, kind, 0]
         ctx.next_loop += 1
         ctx.loops.append(frame)
@@ -320,8 +328,21 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[int], Any], step: Any 
 @lowering(example="nl.no_reorder()")
 @contextmanager
 def no_reorder() -> Iterator[None]:
-    """Keep program order (the emulator always executes in program order)."""
-    yield
+    """Keep program order: the compiler reorders independent instructions elsewhere, not in here.
+
+    The emulator executes in program order anyway; the trace marks the instructions inside (their
+    ``loops`` hold :data:`~nkiagent.emu.trace.NO_REORDER`) so that the cost model issues them in order.
+    """
+    ctx = running()
+    if ctx is None or NO_REORDER in ctx.loops_now:  # (a nested block changes nothing)
+        yield
+        return
+    outer = ctx.loops_now
+    ctx.loops_now = (*outer, NO_REORDER)
+    try:
+        yield
+    finally:
+        ctx.loops_now = outer
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,10 +11,11 @@ Exactly one program runs at any moment; the others wait for the baton, so the em
 program keeps the baton until it finishes or reaches a synchronisation point that its peer has
 not reached yet; then the baton goes to the next program that can make progress (round robin).
 Programs run on the calling thread, in order, for as long as none waits: a launch without
-``sendrecv``/``core_barrier`` runs exactly as a sequential loop would and starts no thread
-(the evaluation sandbox refuses threads; only a program that has to wait needs one, see
-:meth:`Scheduler._start`). When every unfinished program waits on another, the launch is
-deadlocked and fails naming what each program waits for, instead of hanging.
+``sendrecv``/``core_barrier`` runs exactly as a sequential loop would and starts no thread.
+Only when a program has to wait does the next one start, on a :class:`ProgramThread` (the one
+kind of thread the evaluation sandbox lets the emulator start, and never kernel code). When
+every unfinished program waits on another, the launch is deadlocked and fails naming what each
+program waits for and at which kernel line, instead of hanging.
 
 A program's view of the shared context (its ``program_id``, loop stack, ``shared_hbm`` cursor,
 control-flow registers) is saved when it hands the baton on and restored when it gets it back.
@@ -29,7 +30,7 @@ from typing import Any
 
 from .errors import NkiRuntimeError, NkiUnsupportedError
 
-__all__ = ["Message", "Scheduler", "current_scheduler"]
+__all__ = ["Message", "ProgramThread", "Scheduler"]
 
 _PENDING, _RUNNING, _BLOCKED, _DONE = "pending", "running", "blocked", "done"
 _MAIN = -1  #: the launch itself, coordinating once the programs it runs directly have finished
@@ -45,7 +46,7 @@ class _Aborted(BaseException):
 class Message:
     """One ``sendrecv`` tile in flight: a copy of the sender's ``src`` taken when it was sent."""
 
-    __slots__ = ("values", "shape", "dtype", "where")
+    __slots__ = ("dtype", "shape", "values", "where")
 
     def __init__(self, values: Any, shape: tuple[int, ...], dtype: Any, where: str) -> None:
         self.values = values
@@ -55,7 +56,7 @@ class Message:
 
 
 class _Program:
-    __slots__ = ("index", "pid", "state", "saved", "resumer", "waiting_for", "ready", "barriers", "result", "thread")
+    __slots__ = ("barriers", "index", "pid", "ready", "result", "resumer", "saved", "state", "thread", "waiting_for", "where")
 
     def __init__(self, index: int, pid: tuple[int, ...]) -> None:
         self.index = index
@@ -66,21 +67,27 @@ class _Program:
         self.saved: dict[str, Any] = {"program_id": pid, "shared_cursor": 0, "control": ()}
         self.resumer = _MAIN
         self.waiting_for = ""
+        self.where = ""  #: the kernel line it waits at
         self.ready: Callable[[], bool] = lambda: True
         self.barriers = 0
         self.result: Any = None
-        self.thread: threading.Thread | None = None
+        self.thread: ProgramThread | None = None
 
 
-def current_scheduler(ctx: Any, op: str) -> Scheduler:
-    """The scheduler of the running launch, or the error an LNC op gives outside an LNC=2 launch."""
-    sched = getattr(ctx, "lnc", None)
-    if sched is None or len(sched.programs) < 2:
-        raise NkiRuntimeError(
-            "err_lnc_required",
-            f"nisa.{op} synchronises the logical cores of an LNC=2 launch; this kernel runs on one core (launch it as kernel[2](...))",
-        )
-    return sched
+class ProgramThread(threading.Thread):
+    """The thread a program runs on once another had to wait: it runs only while it holds the scheduler's baton.
+
+    A type of its own so the evaluation sandbox can tell the emulator's threads from any other:
+    its guard lets the harness start these, and nothing else (see :mod:`nkiagent.sandbox.guard`).
+    """
+
+    def __init__(self, sched: Scheduler, program: _Program) -> None:
+        super().__init__(name=f"nki-lnc-{program.index}", daemon=True)
+        self._sched = sched
+        self._program = program
+
+    def run(self) -> None:
+        self._sched._thread_main(self._program)
 
 
 class Scheduler:
@@ -134,12 +141,12 @@ class Scheduler:
         assert self.active is not None
         return self.active.index
 
-    def wait_until(self, op: str, what: str, ready: Callable[[], bool]) -> None:
-        """Hold the running program at ``op`` until ``ready()``, letting the others run meanwhile."""
+    def wait_until(self, op: str, where: str, what: str, ready: Callable[[], bool]) -> None:
+        """Hold the running program at ``op`` (kernel line ``where``) until ``ready()``, letting the others run meanwhile."""
         me = self.active
         assert me is not None
         while not ready():
-            me.state, me.waiting_for, me.ready = _BLOCKED, f"{op}: {what}", ready
+            me.state, me.waiting_for, me.where, me.ready = _BLOCKED, f"waits in {op} at {where} for {what}", where, ready
             nxt = self._next_runnable(me)
             if nxt is None:
                 raise self._deadlock(me)
@@ -148,24 +155,26 @@ class Scheduler:
 
     # ------------------------------------------------------------------------------ messages
 
-    def send(self, to_rank: int, msg: Message) -> None:
-        self.channels.setdefault((self.rank(), to_rank), deque()).append(msg)
+    def exchange(self, op: str, to_rank: int, from_rank: int, values: Any, shape: tuple[int, ...], dtype: Any, where: str) -> Message:
+        """Send a tile to ``to_rank``, then take the next one ``from_rank`` sent this program, waiting for it if need be.
 
-    def receive(self, op: str, from_rank: int) -> Message:
-        """The next tile ``from_rank`` sent this program, waiting for it if it is not there yet."""
-        key = (from_rank, self.rank())
-        queue = self.channels.setdefault(key, deque())
-        self.wait_until(op, f"the tile rank {from_rank} sends it", lambda: bool(queue))
+        Each (sender, receiver) pair is a FIFO, so the Nth tile one rank sends another is the Nth
+        that one receives: ``sendrecv`` pairs by program order, as AWS documents.
+        """
+        me = self.rank()
+        self.channels.setdefault((me, to_rank), deque()).append(Message(values, shape, dtype, where))
+        queue = self.channels.setdefault((from_rank, me), deque())
+        self.wait_until(op, where, f"the tile rank {from_rank} sends it", lambda: bool(queue))
         return queue.popleft()
 
-    def barrier(self, op: str, cores: Sequence[int]) -> None:
+    def barrier(self, op: str, cores: Sequence[int], where: str) -> None:
         """Count this program's arrival and wait until every rank of ``cores`` has arrived as often."""
         me = self.active
         assert me is not None
         me.barriers += 1
         n = me.barriers
         peers = [self.programs[c] for c in cores]
-        self.wait_until(op, f"barrier #{n} with ranks {list(cores)}", lambda: all(p.barriers >= n for p in peers))
+        self.wait_until(op, where, f"barrier #{n} of ranks {list(cores)}", lambda: all(p.barriers >= n for p in peers))
 
     # ------------------------------------------------------------------------------ switching
 
@@ -213,9 +222,9 @@ class Scheduler:
 
     def _start(self, p: _Program) -> None:
         try:
-            t = threading.Thread(target=self._thread_main, args=(p,), name=f"nki-lnc-{p.index}", daemon=True)
+            t = ProgramThread(self, p)
             t.start()
-        except Exception as e:  # the evaluation sandbox refuses threads
+        except Exception as e:  # a process that refuses threads (a sandbox stricter than nkiagent's own)
             p.state = _PENDING
             self.turn = p.resumer
             raise NkiUnsupportedError(
@@ -268,12 +277,16 @@ class Scheduler:
         self.aborting = False
 
     def _deadlock(self, me: _Program | None) -> NkiRuntimeError:
+        """The error of a launch whose unfinished programs all wait: each program, and what and where it waits."""
         lines = []
         for p in self.programs:
             state = p.waiting_for if p.state == _BLOCKED else "finished" if p.state == _DONE else p.state
-            lines.append(f"program {list(p.pid)} (rank {p.index}): {state}")
+            lines.append(f"program {list(p.pid)} (rank {p.index}) {state}")
         return NkiRuntimeError(
             "err_lnc_deadlock",
-            "the logical cores wait on each other and none can proceed (a sendrecv or core_barrier without its "
-            "counterpart on the peer): " + "; ".join(lines),
+            "the cores of this LNC launch wait on each other and none can proceed: "
+            + "; ".join(lines)
+            + ". Every sendrecv and core_barrier needs its counterpart on the peer core, in the same order",
+            # raised by the launch itself (no kernel frame on its stack): at the line the first waiting program waits at
+            next(p.where for p in self.programs if p.state == _BLOCKED) if me is None else None,
         )

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
 __all__ = [
-    "ADDRESS_ROLES", "PSEUDO_MEMORIES", "Access", "Instruction", "Region", "Trace", "TraceStreamError", "TraceStreamReader",
+    "ADDRESS_ROLES", "NO_REORDER", "PSEUDO_MEMORIES", "Access", "Instruction", "Region", "Trace", "TraceStreamError", "TraceStreamReader",
     "TraceStreamWriter", "collector_paused", "is_data", "pseudo_access",
 ]  # fmt: skip
 
@@ -24,6 +24,10 @@ __all__ = [
 #: decided a dynamic loop or a ``while``): real dependences, but not the data the instruction moves
 #: or computes on, so pricing leaves them out.
 ADDRESS_ROLES = frozenset({"vector_offset", "scalar_offset", "control"})
+
+#: The frame ``nl.no_reorder()`` adds to :attr:`Instruction.loops` of the instructions inside
+#: it (loop uids start at 1): the cost model keeps those in program order.
+NO_REORDER = (0, "no_reorder", 0)
 
 #: Memories that hold no tensor: the virtual registers (``reg``) and the Vector Engine accumulator
 #: registers (``acc``). Accesses to them exist so that the timeline orders the instructions passing
@@ -100,7 +104,8 @@ class Instruction:
     writes: tuple[Access, ...]
     location: str  #: ``file:line`` in the kernel
     program_id: tuple[int, ...] = ()
-    loops: tuple[tuple[int, str, int], ...] = ()  #: enclosing NKI loops: (loop uid, kind, iteration)
+    #: enclosing NKI loops: (loop uid, kind, iteration), and :data:`NO_REORDER` inside a ``no_reorder`` block
+    loops: tuple[tuple[int, str, int], ...] = ()
     attrs: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

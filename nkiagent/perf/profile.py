@@ -278,7 +278,9 @@ def _advice(trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile, pa
                    "partition, where fixed overhead dominates; fuse or batch them (Opt #5a, #6)")
     busiest = max(("vector", "scalar", "gpsimd"), key=lambda e: path_ns.get(e, 0.0))
     stat = p.engines.get(ENGINE_LABELS[busiest])
-    if stat is not None and stat.active_pct > 50.0 and leads(busiest, 0.4):
+    # only where that engine, not DMA, is the more loaded resource: with the queues busier, the latency cannot fall below
+    # their busy time, and moving element-wise work between engines only sends a model on a pointless rewrite
+    if stat is not None and stat.active_pct > 50.0 and leads(busiest, 0.4) and (dma_stat is None or stat.active_pct >= dma_stat.active_pct):
         idle = [(n, st) for n, st in p.engines.items() if n in ("VectorE", "ScalarE", "GpSimd") and n != ENGINE_LABELS[busiest] and st.active_pct < 40.0]
         if idle:
             hot = max((h for h in p.hot_lines if h["engine"] == ENGINE_LABELS[busiest]), key=lambda h: h["busy_us"], default=None)
@@ -319,7 +321,7 @@ def _advice(trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile, pa
         if waits and idle >= 0.02 * p.latency_us:
             g = max(waits, key=lambda g: g["idle_us"])
             out.append(f"{busiest_engine[0]} limits the kernel but stands idle {idle:.2f} µs (the longest wait: {g['idle_us']:.2f} µs for "
-                       f"{g['waiting_for']}); make that work ready earlier (issue it sooner, or split it so its first part lands first)")
+                       f"{g['waiting_for']}); make that work ready earlier (shorten the chain that feeds it, or split it so its first part lands first)")
     if p.bottleneck.startswith("latency"):
         gap = max(p.idle_gaps, key=lambda g: g["idle_us"], default=None)
         where = f" (the longest wait: {gap['engine']} for {gap['waiting_for']})" if gap else ""

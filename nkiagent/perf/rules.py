@@ -98,7 +98,7 @@ def flops(ins: Instruction, attrs: CostAttrs) -> float:
     return 2.0 * attrs.K * attrs.M * attrs.N if isinstance(attrs, MatmulAttrs) else 0.0
 
 
-_dma("dma_copy", "dma_transpose", *SYNTHETIC_OPS, basis="§4.2: bytes, contiguous chunk, queues, fixed latency")
+_dma("dma_copy", "dma_transpose", "sendrecv", *SYNTHETIC_OPS, basis="§4.2: bytes, contiguous chunk, queues, fixed latency")
 
 
 @_rule("nc_matmul", basis="§4.3: max(min(64, M), N) cycles; fp32 4 passes, 2 with a 0/1 operand")
@@ -204,3 +204,8 @@ def _vector_pass(ins: Instruction, a: CostAttrs, spec: HardwareSpec) -> float:
 @_rule("register_alloc", "register_move", "register_load", "register_store", basis="assumption: one sequencer step, ii cycles")
 def _register(ins: Instruction, a: CostAttrs, spec: HardwareSpec) -> float:
     return max(spec.min_ii, elems_per_partition(ins))
+
+
+@_rule("core_barrier", basis="assumption (no documented formula): a semaphore write to the peer core and a wait, one DMA fixed latency")
+def _core_barrier(ins: Instruction, a: CostAttrs, spec: HardwareSpec) -> float:
+    return spec.dma_fixed_ns * spec.engine_ghz(ins.engine)

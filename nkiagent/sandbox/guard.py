@@ -15,7 +15,8 @@ and a look at frames — because the field names come from class statements the 
 
 Refused, whoever asks:
 
-* network, subprocesses, ctypes, signals, threads, process control, debugger and profiler
+* network, subprocesses, ctypes, signals, threads (but the emulator's own LNC program threads,
+  which run one at a time: see :meth:`Guard._thread_starter`), process control, debugger and profiler
   hooks, the garbage collector's object graph, files written outside the worker's own
   result writes, and new modules on :data:`FORBIDDEN_IMPORTS`;
 * compiling or executing any code but the kernel module's own (compiled before the guard
@@ -39,6 +40,7 @@ from __future__ import annotations
 import builtins
 import os
 import sys
+from _thread import get_ident
 from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Any
@@ -119,7 +121,7 @@ class Guard:
         self._trusted = _trusted_machinery()
         self._compile_only = _compile_only()
         self._allowed_imports = allowed_imports
-        self._busy = False
+        self._busy: set[int] = set()  #: the threads now inside the hook (whose own events it then lets through)
         self._import = builtins.__import__
         self.kernel_code: Any = None  #: the kernel module's code object, the one thing the worker executes
         self.writing = False  #: set while the worker itself writes a result file into scratch
@@ -154,13 +156,16 @@ class Guard:
 
     def hook(self, event: str, args: tuple[Any, ...]) -> None:
         # the emulator raises a dozen of these per instruction (id(), f_code): decide them first and cheaply
-        if event in _QUIET or (event == "object.__getattr__" and args[1] in _HARMLESS_READS) or self._busy:
+        if event in _QUIET or (event == "object.__getattr__" and args[1] in _HARMLESS_READS):
             return
-        self._busy = True
+        me = get_ident()  # per thread: one thread inside the hook must not wave another's events through
+        if me in self._busy:
+            return
+        self._busy.add(me)
         try:
             self._check(event, args)
         finally:
-            self._busy = False
+            self._busy.discard(me)
 
     def _check(self, event: str, args: tuple[Any, ...]) -> None:
         if event == "open":
@@ -231,18 +236,33 @@ class Guard:
     # -------------------------------------------------------------------------------- install
 
     def install(self) -> None:
-        """Install the hook and the guarded import, and make thread creation fail (it raises no audit event)."""
+        """Install the hook and the guarded import, and guard thread creation (it raises no audit event)."""
         sys.addaudithook(self.hook)
         builtins.__import__ = self.guarded_import
         import _thread
         import threading
 
-        def no_threads(*args: Any, **kwargs: Any) -> Any:
-            raise SandboxViolation("sandbox: starting threads is not allowed in kernel code")
-
         for name in ("start_new_thread", "start_new", "start_joinable_thread"):
             if hasattr(_thread, name):
-                setattr(_thread, name, no_threads)
-        threading._start_new_thread = no_threads  # type: ignore[attr-defined]
+                setattr(_thread, name, self._thread_starter(getattr(_thread, name)))
+        threading._start_new_thread = _thread.start_new_thread  # type: ignore[attr-defined]
         if hasattr(threading, "_start_joinable_thread"):
-            threading._start_joinable_thread = no_threads  # type: ignore[attr-defined]
+            threading._start_joinable_thread = _thread.start_joinable_thread  # type: ignore[attr-defined]
+
+    def _thread_starter(self, start: Callable[..., Any]) -> Callable[..., Any]:
+        """``start`` (a ``_thread`` function) that starts only the emulator's LNC program threads, and only when the harness asks.
+
+        An LNC=2 launch whose program waits for the other (``sendrecv``, ``core_barrier``) runs the
+        other on a :class:`~nkiagent.emu.lnc.ProgramThread`, which runs only while it holds the
+        scheduler's baton: one program runs at a time, so the threads add no concurrency. Kernel code
+        may start no thread at all, that one included: who asks is decided by the stack, as for
+        every other event (``threading.Thread.start`` is passed over, so a kernel calling it is the kernel asking).
+        """
+        from ..emu.lnc import ProgramThread
+
+        def guarded(function: Any, *args: Any, **kwargs: Any) -> Any:
+            if type(getattr(function, "__self__", None)) is ProgramThread and self._initiator(sys._getframe(1)) == "harness":
+                return start(function, *args, **kwargs)
+            raise SandboxViolation("sandbox: starting threads is not allowed in kernel code")
+
+        return guarded

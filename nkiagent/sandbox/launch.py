@@ -26,7 +26,7 @@ from typing import Any
 from ..emu.trace import Trace, TraceStreamError, TraceStreamReader
 from . import zygote
 
-__all__ = ["Limits", "TraceIntegrityError", "WorkerOutcome", "neuron_env", "run_worker", "scrubbed_env"]
+__all__ = ["Limits", "TraceIntegrityError", "WorkerOutcome", "neuron_env", "run_worker", "scrubbed_env", "warm_launcher"]
 
 _PASS_ENV = ("LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "NEURON_PLATFORM_TARGET_OVERRIDE")
 
@@ -101,6 +101,16 @@ def scrubbed_env(scratch: Path) -> dict[str, str]:
     return env
 
 
+def warm_launcher() -> None:
+    """Start the emulator workers' launcher now, so its imports overlap what the caller does before its first run.
+
+    A verification calls it as it begins, a session as it opens (:func:`zygote.warm`); nothing
+    happens when the launcher is off (``NKIAGENT_ZYGOTE=0``) or already running.
+    """
+    if zygote.enabled():
+        zygote.warm(scrubbed_env(Path(tempfile.gettempdir())))
+
+
 def neuron_env() -> dict[str, str]:
     """AWS's own configuration variables (``NEURON_*``, ``NKI_*``, e.g. ``NKI_PRECISE_FP``), passed to runs on its toolchain."""
     return {k: v for k, v in os.environ.items() if k.startswith(("NEURON_", "NKI_"))}
@@ -150,6 +160,7 @@ def run_worker(kernel_path: str | Path, task_path: str | Path | None, runs: list
         request.update(backend=backend, package_paths=list(package_paths or []))
     read_fd, write_fd = os.pipe()
     stream_read, stream_write = os.pipe()
+    _widen(stream_write)
     stdout_path = scratch / "stdout.txt"
     t0 = time.perf_counter()
     env = scrubbed_env(scratch) if backend == "emulator" else {**scrubbed_env(scratch), **neuron_env()}
@@ -207,6 +218,21 @@ def run_worker(kernel_path: str | Path, task_path: str | Path | None, runs: list
     if answer is None and not keep_scratch:
         shutil.rmtree(scratch, ignore_errors=True)
     return outcome
+
+
+def _widen(fd: int) -> None:
+    """Give the trace stream a 1 MiB pipe (Linux), so a worker seldom waits for a busy parent to read its records.
+
+    Why: the default 64 KiB holds about two runs of a level-1 kernel's records; with several
+    verifications in one parent, the thread reading one worker's stream may be waiting for the
+    GIL, and a worker blocked on a full pipe leaves its core idle.
+    """
+    import fcntl
+
+    try:
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+    except OSError:
+        pass  # over /proc/sys/fs/pipe-max-size, or not Linux: the default size still works, only with more waiting
 
 
 def _start_fresh(request: dict[str, Any], env: dict[str, str], scratch: Path, write_fd: int, stream_write: int,

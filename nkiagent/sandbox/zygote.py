@@ -36,7 +36,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ForkedWorker", "enabled", "spawn"]
+__all__ = ["ForkedWorker", "enabled", "spawn", "warm"]
 
 _MAX_MESSAGE = 1 << 20  #: a request's JSON (paths, shapes, seeds) is a few KiB
 
@@ -104,15 +104,23 @@ class _Launcher:
         self._sock = ours
         return ours
 
-    def send(self, message: bytes, fds: list[int], env: dict[str, str]) -> None:
+    def _running(self, env: dict[str, str]) -> socket.socket:
+        """The launcher for ``env`` (started now if it is not running or ran with another environment); hold the lock."""
         key = (sys.executable, *sorted(f"{k}={v}" for k, v in env.items() if k not in ("HOME", "TMPDIR")))
+        if self._proc is None or self._proc.poll() is not None or key != self._key or self._sock is None:
+            self.stop()
+            self._start(env)
+            self._key = key
+        assert self._sock is not None
+        return self._sock
+
+    def warm(self, env: dict[str, str]) -> None:
         with self._lock:
-            if self._proc is None or self._proc.poll() is not None or key != self._key:
-                self.stop()
-                self._start(env)
-                self._key = key
-            assert self._sock is not None
-            socket.send_fds(self._sock, [message], fds)
+            self._running(env)
+
+    def send(self, message: bytes, fds: list[int], env: dict[str, str]) -> None:
+        with self._lock:
+            socket.send_fds(self._running(env), [message], fds)
 
     def stop(self) -> None:
         if self._proc is not None and self._proc.stdin is not None:
@@ -126,6 +134,16 @@ class _Launcher:
 
 _LAUNCHER = _Launcher()
 atexit.register(_LAUNCHER.stop)
+
+
+def warm(env: dict[str, str]) -> None:
+    """Start the launcher for ``env`` now, without waiting for it, so its imports overlap the caller's own work.
+
+    Why: the launcher spends most of a second importing before it can fork the first worker; a
+    verification starts it as it begins (before its gate and its inputs), a session as it opens.
+    Nothing happens when it already runs with this environment.
+    """
+    _LAUNCHER.warm(env)
 
 
 def spawn(

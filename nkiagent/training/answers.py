@@ -110,9 +110,9 @@ def _hermes(text: str) -> list[tuple[int, Action]]:
 
 
 def _text_blocks(text: str) -> list[tuple[int, Action]]:
-    from ..agent.models.textmode import _BLOCK, parse
+    from ..agent.models.textmode import BLOCK, parse
 
-    return [(m.start(), Action(c.name, dict(c.arguments), c.id, c.error)) for m in _BLOCK.finditer(text) for c in parse(m.group(0))]
+    return [(m.start(), Action(c.name, dict(c.arguments), c.id, c.error)) for m in BLOCK.finditer(text) for c in parse(m.group(0))]
 
 
 def fenced_kernel(text: str) -> str | None:

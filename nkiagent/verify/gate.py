@@ -405,6 +405,22 @@ def _unparen(node: Node) -> Node:
     return node
 
 
+def _field(node: Node, name: str) -> Node:
+    """The field ``name`` of ``node``, one its grammar rule requires (an ``attribute``'s ``object``, a ``call``'s ``function``).
+
+    The checker only walks trees without ERROR or MISSING nodes, where a required field is always
+    there; a missing one means tree-sitter-python's grammar changed under the gate, and a gate
+    that misreads the tree must stop rather than pass the kernel.
+    """
+    child = node.child_by_field_name(name)
+    if child is None:
+        raise RuntimeError(
+            f"static gate: the `{node.type}` at line {node.start_point[0] + 1} has no `{name}` field, which tree-sitter-python's "
+            "grammar requires; install the tree-sitter-python version pinned in pyproject.toml"
+        )
+    return child
+
+
 def _is_field(parent: Node | None, name: str, child: Node) -> bool:
     if parent is None:
         return False
@@ -425,7 +441,7 @@ def _chain_root(node: Node) -> Node:
     """The object at the bottom of ``a.b[c].d``: ``a``."""
     node = _unparen(node)
     while node.type in ("attribute", "subscript"):
-        node = _unparen(node.child_by_field_name("object" if node.type == "attribute" else "value"))
+        node = _unparen(_field(node, "object" if node.type == "attribute" else "value"))
     return node
 
 
@@ -635,9 +651,7 @@ def _collect_bindings(order: list[tuple[Node, _Scope]]) -> None:
                 scope.home.bind(_norm(_text(name)), _Binding("value", name, value=node.child_by_field_name("value")))
         elif t == "import_statement":
             for item in node.children_by_field_name("name"):
-                dotted, alias = (
-                    (item.child_by_field_name("name"), item.child_by_field_name("alias")) if item.type == "aliased_import" else (item, None)
-                )
+                dotted, alias = (_field(item, "name"), _field(item, "alias")) if item.type == "aliased_import" else (item, None)
                 full = _norm(_text(dotted))
                 if alias is not None:
                     scope.bind(_norm(_text(alias)), _Binding("module", alias, module=full))
@@ -648,16 +662,14 @@ def _collect_bindings(order: list[tuple[Node, _Scope]]) -> None:
             mod = node.child_by_field_name("module_name")
             base = _norm(_text(mod)) if mod is not None and mod.type == "dotted_name" else ""
             for item in node.children_by_field_name("name"):
-                dotted, alias = (
-                    (item.child_by_field_name("name"), item.child_by_field_name("alias")) if item.type == "aliased_import" else (item, None)
-                )
-                name = _norm(_text(dotted))
-                full = f"{base}.{name}"
+                dotted, alias = (_field(item, "name"), _field(item, "alias")) if item.type == "aliased_import" else (item, None)
+                member = _norm(_text(dotted))
+                full = f"{base}.{member}"
                 where = alias if alias is not None else dotted
                 if full in ALLOWED_MODULES:
                     scope.bind(_norm(_text(where)), _Binding("module", where, module=full))
                 else:
-                    scope.bind(_norm(_text(where)), _Binding("member", where, module=base, member=name))
+                    scope.bind(_norm(_text(where)), _Binding("member", where, module=base, member=member))
         elif t == "type_alias_statement":
             left = node.child_by_field_name("left")
             if left is not None:
@@ -807,8 +819,8 @@ class _Checker:
         attrs: list[str] = []
         expr = _unparen(expr)
         while expr.type == "attribute":
-            attrs.append(_norm(_text(expr.child_by_field_name("attribute"))))
-            expr = _unparen(expr.child_by_field_name("object"))
+            attrs.append(_norm(_text(_field(expr, "attribute"))))
+            expr = _unparen(_field(expr, "object"))
         if expr.type != "identifier":
             return None
         binding = self.module_binding(expr)
@@ -836,7 +848,7 @@ class _Checker:
             if n.type in ("conditional_expression", "boolean_operator"):
                 stack.extend(_named(n))
             elif n.type == "call":
-                fn = _unparen(n.child_by_field_name("function"))
+                fn = _unparen(_field(n, "function"))
                 if (
                     fn.type == "identifier"
                     and _norm(_text(fn)) in _MUTABLE_BUILTINS
@@ -845,8 +857,8 @@ class _Checker:
                     return True
                 if (
                     fn.type == "attribute"
-                    and self.module_path(fn.child_by_field_name("object")) == "numpy"
-                    and _norm(_text(fn.child_by_field_name("attribute"))) in _NUMPY_ARRAY_CONSTRUCTORS
+                    and self.module_path(_field(fn, "object")) == "numpy"
+                    and _norm(_text(_field(fn, "attribute"))) in _NUMPY_ARRAY_CONSTRUCTORS
                 ):
                     return True
         return False
@@ -876,9 +888,9 @@ class _Checker:
                 if value is not None:
                     stack.append((value, scalar_only))
             elif t == "attribute":
-                stack.append((n.child_by_field_name("object"), scalar_only))
+                stack.append((_field(n, "object"), scalar_only))
             elif t == "call":
-                fn = _unparen(n.child_by_field_name("function"))
+                fn = _unparen(_field(n, "function"))
                 args = n.child_by_field_name("arguments")
                 numpy_call = False
                 if fn.type == "identifier":
@@ -886,8 +898,8 @@ class _Checker:
                     if name not in _CONSTANT_BUILTINS or self.where(name, self.scope_at[fn.id]) != "builtin":
                         return "other"
                 elif fn.type == "attribute":
-                    mod = self.module_path(fn.child_by_field_name("object"))
-                    attr = _norm(_text(fn.child_by_field_name("attribute")))
+                    mod = self.module_path(_field(fn, "object"))
+                    attr = _norm(_text(_field(fn, "attribute")))
                     if mod == "numpy" and attr not in _NUMPY_ARRAY_CONSTRUCTORS:
                         numpy_call = True
                     elif mod is None or not (mod in NKI_MODULES or mod == "math"):
@@ -1053,7 +1065,7 @@ class _Checker:
         call = parent.parent if parent is not None and parent.type == "argument_list" else None
         if call is None or call.type != "call":
             return False
-        fn = _unparen(call.child_by_field_name("function"))
+        fn = _unparen(_field(call, "function"))
         positional, _ = _positional_args(call)
         return (
             fn.type == "identifier"
@@ -1123,7 +1135,7 @@ class _Checker:
         methods: set[str] = set()
         for b in self.module.names.get(name, []):
             value = _unparen(b.value) if b.kind == "value" and b.value is not None else None
-            cls = _unparen(value.child_by_field_name("function")) if value is not None and value.type == "call" else None
+            cls = _unparen(_field(value, "function")) if value is not None and value.type == "call" else None
             if cls is not None and cls.type == "identifier":
                 for c in self.lookup(_norm(_text(cls)), self.scope_at[cls.id])[1]:
                     if c.kind == "class" and c.node.parent is not None:
@@ -1136,7 +1148,7 @@ class _Checker:
         if len(bindings) != 1 or bindings[0].kind != "value" or bindings[0].value is None:
             return False
         value = _unparen(bindings[0].value)
-        return value.type == "call" and self.resolve_member(value.child_by_field_name("function")) == ("functools", "partial")
+        return value.type == "call" and self.resolve_member(_field(value, "function")) == ("functools", "partial")
 
     def check_state_use(self, node: Node, name: str, scope: _Scope) -> None:
         """A module-level container or object, read inside a function: only plain reads are allowed."""
@@ -1147,7 +1159,7 @@ class _Checker:
         pt = parent.type
         ok = False
         if pt == "attribute" and _is_field(parent, "object", child):
-            attr = _norm(_text(parent.child_by_field_name("attribute")))
+            attr = _norm(_text(_field(parent, "attribute")))
             grand = parent.parent
             called = grand is not None and grand.type == "call" and _is_field(grand, "function", parent)
             if attr in _MUTATING_METHODS or attr in self.instance_methods(name):
@@ -1164,9 +1176,9 @@ class _Checker:
             args = parent if pt == "argument_list" else parent.parent
             call = args.parent if args is not None else None
             if call is not None and call.type == "call":
-                fn = _unparen(call.child_by_field_name("function"))
+                fn = _unparen(_field(call, "function"))
                 if fn.type == "attribute":
-                    ok = (self.module_path(fn.child_by_field_name("object")) or "") in NKI_MODULES
+                    ok = (self.module_path(_field(fn, "object")) or "") in NKI_MODULES
                 elif fn.type == "identifier" and self.where(_norm(_text(fn)), self.scope_at[fn.id]) == "builtin":
                     fname = _norm(_text(fn))
                     ok = fname in _READONLY_BUILTINS or (fname in _ITERATING_BUILTINS and cls == "container")
@@ -1256,7 +1268,7 @@ class _Checker:
         """``C.method`` lets any object stand in for ``self``; ``type(x).attr`` reaches a class from an object."""
         obj = _unparen(obj)
         if obj.type == "call":
-            fn = _unparen(obj.child_by_field_name("function"))
+            fn = _unparen(_field(obj, "function"))
             if fn.type == "identifier" and _norm(_text(fn)) == "type" and self.where("type", self.scope_at[fn.id]) == "builtin":
                 self.report("introspection", node, "`type(x).attr` reaches the class behind an object; use the object's own attributes")
             return
@@ -1300,9 +1312,9 @@ class _Checker:
         if module in PREFIXES:
             self.report("unknown-import", node, f"`{full}` is not on the kernel import allowlist; {_ALLOWLIST_TEXT}")
             return
-        rule = _MEMBER_RULES.get((module, attr))
-        if rule is not None:
-            self.report(rule[0], node, f"`{full}` is not allowed: {rule[1]}")
+        special = _MEMBER_RULES.get((module, attr))
+        if special is not None:
+            self.report(special[0], node, f"`{full}` is not allowed: {special[1]}")
             return
         if module in _INTROSPECTABLE:
             real = _submodule(module, attr)
@@ -1336,7 +1348,7 @@ class _Checker:
     # calls
 
     def check_call(self, node: Node, scope: _Scope) -> None:
-        fn = _unparen(node.child_by_field_name("function"))
+        fn = _unparen(_field(node, "function"))
         member = self.resolve_member(fn)
         if member is not None and member[0] in NKI_MODULES and member[1] in NKI_TYPES_ONLY:
             self.report("forbidden-call", fn, f"`{member[1]}` is exported for isinstance checks; allocate tensors with `nl.ndarray`")
@@ -1365,8 +1377,8 @@ class _Checker:
                 if len(positional) != 1 or extra:
                     self.report("forbidden-call", fn, "`type(name, bases, dict)` creates classes at run time; define classes with `class`")
         elif fn.type == "attribute":
-            method = _norm(_text(fn.child_by_field_name("attribute")))
-            obj = fn.child_by_field_name("object")
+            method = _norm(_text(_field(fn, "attribute")))
+            obj = _field(fn, "object")
             # a module's function is no container method: `nl.add(x, y)` adds tiles, it changes nothing in `nl`
             if method in _MUTATING_METHODS and (self.module_path(obj) or "") not in NKI_MODULES:
                 self.check_item_write(obj, fn, f"`.{method}()`")
@@ -1400,7 +1412,7 @@ class _Checker:
             if n.type in ("attribute", "subscript"):
                 stack.append(_chain_root(n))
             elif n.type == "call":
-                fn = _unparen(n.child_by_field_name("function"))
+                fn = _unparen(_field(n, "function"))
                 positional, _ = _positional_args(n)
                 if fn.type == "identifier" and _norm(_text(fn)) == "getattr" and positional:
                     stack.append(positional[0])
@@ -1426,8 +1438,8 @@ class _Checker:
         while True:
             expr = _unparen(expr)
             if expr.type == "attribute":
-                module = self.module_path(expr.child_by_field_name("object"))
-                return (module, _norm(_text(expr.child_by_field_name("attribute")))) if module is not None else None
+                module = self.module_path(_field(expr, "object"))
+                return (module, _norm(_text(_field(expr, "attribute")))) if module is not None else None
             if expr.type != "identifier" or expr.id in seen:
                 return None
             seen.add(expr.id)
@@ -1453,7 +1465,7 @@ class _Checker:
             value = _unparen(b.value) if b.kind == "value" and b.value is not None else None
             if value is None or value.type != "call":
                 return False
-            cls = _unparen(value.child_by_field_name("function"))
+            cls = _unparen(_field(value, "function"))
             if cls.type != "identifier" or not any(c.kind == "class" for c in self.lookup(_norm(_text(cls)), self.scope_at[cls.id])[1]):
                 return False
         return True
@@ -1524,7 +1536,7 @@ class _Checker:
     def check_import(self, node: Node, scope: _Scope) -> None:
         if node.type == "import_statement":
             for item in node.children_by_field_name("name"):
-                dotted = item.child_by_field_name("name") if item.type == "aliased_import" else item
+                dotted = _field(item, "name") if item.type == "aliased_import" else item
                 verdict = module_verdict(_norm(_text(dotted)))
                 if verdict is not None:
                     self.report(verdict[0], dotted, f"{verdict[1]}; {_ALLOWLIST_TEXT}")
@@ -1641,8 +1653,8 @@ class _Checker:
             value = _unparen(value) if value is not None else None
             ok = False
             if value is not None and value.type == "call":
-                fn = _unparen(value.child_by_field_name("function"))
-                ok = fn.type == "attribute" and (self.module_path(fn.child_by_field_name("object")) or "") in NKI_MODULES
+                fn = _unparen(_field(value, "function"))
+                ok = fn.type == "attribute" and (self.module_path(_field(fn, "object")) or "") in NKI_MODULES
             if not ok:
                 self.report(
                     "swallowed-exception",
@@ -1672,9 +1684,9 @@ class _Checker:
             targets = _flatten_targets(left) if left is not None else ()
         for target in targets:
             if target.type == "attribute":
-                self.check_attribute_write(target.child_by_field_name("object"), target)
+                self.check_attribute_write(_field(target, "object"), target)
             elif target.type == "subscript":
-                self.check_item_write(target.child_by_field_name("value"), target, "assigning or deleting here")
+                self.check_item_write(_field(target, "value"), target, "assigning or deleting here")
 
     def check_default(self, node: Node, scope: _Scope) -> None:
         value = node.child_by_field_name("value")
@@ -1724,8 +1736,8 @@ class _Checker:
                 return (member.module, member.member) in _ALLOWED_BASE_MEMBERS
             return any(b.kind == "class" for b in bindings)
         if base.type == "attribute":
-            module = self.module_path(base.child_by_field_name("object"))
-            return (module or "", _norm(_text(base.child_by_field_name("attribute")))) in _ALLOWED_BASE_MEMBERS
+            module = self.module_path(_field(base, "object"))
+            return (module or "", _norm(_text(_field(base, "attribute")))) in _ALLOWED_BASE_MEMBERS
         return False
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..sandbox import arrays
-from ..sandbox.arrays import OFFSET, make_inputs, save_array
+from ..sandbox.arrays import OFFSET, make_case_inputs, save_array
 from ..tasks.spec import Task
 from .protocol import HIDDEN_SEEDS, VISIBLE_SEEDS
 
@@ -107,6 +107,9 @@ _GENERATOR = hashlib.sha256(Path(__file__).read_bytes() + Path(arrays.__file__).
 _REFS: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
 _REFS_LOCK = threading.Lock()
 _REFS_MAX_BYTES = 1 << 30
+#: A lock per cache directory being built in this process (other processes race to an atomic rename instead).
+_BUILDING: dict[str, threading.Lock] = {}
+_BUILDING_LOCK = threading.Lock()
 
 
 class InputCache:
@@ -144,28 +147,45 @@ class InputCache:
     def ensure(self, task: Task, all_cases: list[Case]) -> str:
         """The cache directory for these cases, generating inputs and references if needed."""
         import os
-        import shutil
-        import tempfile
 
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in task.name)
         final = os.path.join(self.root, f"{safe}-{self._key(task, all_cases)}")
         if os.path.exists(os.path.join(final, "complete")):
             os.utime(final)
             return final
+        with _BUILDING_LOCK:
+            building = _BUILDING.setdefault(final, threading.Lock())
+        with building:  # a second caller in this process (a session preparing its task, say) waits for the first
+            if os.path.exists(os.path.join(final, "complete")):
+                return final
+            return self._build(task, all_cases, final)
+
+    def _build(self, task: Task, all_cases: list[Case], final: str) -> str:
+        import os
+        import shutil
+        import tempfile
+
         self._evict()
         tmp = tempfile.mkdtemp(prefix=".building-", dir=self.root)
 
-        def build(i: int) -> None:
-            case = all_cases[i]
-            arrays = make_inputs(task, case.dims_dict, case.seed, case.distribution)
-            for k, a in enumerate(arrays):
-                save_array(os.path.join(tmp, f"in_{i}_{k}.npy"), a)
-            ref = np.asarray(task.reference(*arrays))
-            save_array(os.path.join(tmp, f"ref_{i}.npy"), ref)
+        # the cases of one shape and seed are drawn together (make_case_inputs shares their normals)
+        groups: dict[tuple[tuple[tuple[str, int], ...], int], list[int]] = {}
+        for i, case in enumerate(all_cases):
+            groups.setdefault((case.dims, case.seed), []).append(i)
+
+        def build(members: list[int]) -> None:
+            first = all_cases[members[0]]
+            drawn = make_case_inputs(task, first.dims_dict, first.seed, [all_cases[i].distribution for i in members])
+            for i in members:
+                arrays = drawn[all_cases[i].distribution]
+                for k, a in enumerate(arrays):
+                    save_array(os.path.join(tmp, f"in_{i}_{k}.npy"), a)
+                ref = np.asarray(task.reference(*arrays))
+                save_array(os.path.join(tmp, f"ref_{i}.npy"), ref)
 
         # NumPy's generators, its array maths and file writes release the GIL: one thread per core
-        with ThreadPoolExecutor(max_workers=max(1, min(len(all_cases), os.cpu_count() or 1)), thread_name_prefix="nkiagent-inputs") as pool:
-            list(pool.map(build, range(len(all_cases))))
+        with ThreadPoolExecutor(max_workers=max(1, min(len(groups), os.cpu_count() or 1)), thread_name_prefix="nkiagent-inputs") as pool:
+            list(pool.map(build, groups.values()))
         for name in os.listdir(tmp):
             os.chmod(os.path.join(tmp, name), 0o444)
         with open(os.path.join(tmp, "complete"), "w") as fh:

@@ -37,14 +37,14 @@ from typing import Any
 import numpy as np
 
 from ..emu.trace import Trace
-from ..sandbox.launch import Limits, WorkerOutcome, run_worker
+from ..sandbox.launch import Limits, WorkerOutcome, run_worker, warm_launcher
 from ..tasks.spec import Task
 from .compare import compare
 from .inputs import Case, InputCache, cases, describe_distribution
 from .protocol import VISIBLE_SEEDS
 from .result import EvalResult
 
-__all__ = ["BACKEND_ENV", "VerifyOptions", "baseline_latency", "verify"]
+__all__ = ["BACKEND_ENV", "VerifyOptions", "baseline_latency", "prepare", "verify"]
 
 
 @dataclass(frozen=True)
@@ -165,6 +165,11 @@ def baseline_case(task: Task) -> Case:
     return cases(task, 1, task.distributions[:1])[0]
 
 
+def _baseline_inputs(task: Task, all_cases: list[Case], cache: str) -> str | None:
+    """The protocol's input cache when its first case is the baseline's (so the baseline draws no inputs of its own)."""
+    return cache if all_cases and all_cases[0] == baseline_case(task) else None
+
+
 def _run_baseline(task: Task, path: Path, target: str, limits: Limits, inputs: str | None) -> float | None:
     first = baseline_case(task)
     cache = inputs or InputCache().ensure(task, [first])
@@ -176,6 +181,22 @@ def _run_baseline(task: Task, path: Path, target: str, limits: Limits, inputs: s
     finally:
         if out.scratch:
             shutil.rmtree(out.scratch, ignore_errors=True)
+
+
+def prepare(task: Task, target: str = "trn2", options: VerifyOptions | None = None) -> None:
+    """Make what the first verification of ``task`` needs ahead of it: the worker launcher, the protocol's inputs and
+    references, and the baseline's latency.
+
+    Why: on a task's first evaluation those cost more than the verification itself (most of a
+    second for the inputs of a level-1 task). A session starts this in the background as it
+    opens, while the model writes its first answer; a verification that comes first waits for the
+    same work (per cache directory, and the baseline's lock) instead of doing it twice.
+    """
+    opts = options or VerifyOptions()
+    warm_launcher()
+    _, all_cases, cache = _runs(task, opts)
+    if opts.with_baseline:
+        baseline_latency(task, target, opts.limits, _baseline_inputs(task, all_cases, cache))
 
 
 # ------------------------------------------------------------------------------------ runs
@@ -341,6 +362,8 @@ def verify(kernel_path: str | Path, task: Task, target: str = "trn2", options: V
     be = _resolve_backend(backend)
     if be is not None:
         res.backend, res.toolchain = be.name, be.versions()
+    else:
+        warm_launcher()  # its imports overlap the gate and a first evaluation's inputs
 
     violations = check_source(source, str(path))
     res.add("static_gate", not violations, "; ".join(f"{v.rule} at {v.where(str(path))}" for v in violations))
@@ -355,7 +378,7 @@ def verify(kernel_path: str | Path, task: Task, target: str = "trn2", options: V
     # the baseline runs beside the cases, on the protocol's own inputs when its first case is the
     # baseline's (after the first evaluation of a task it is a number on disk)
     baseline = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nkiagent-baseline") if opts.with_baseline and be is None else None
-    shared = cache if all_cases and all_cases[0] == baseline_case(task) else None
+    shared = _baseline_inputs(task, all_cases, cache)
     base_future = baseline.submit(baseline_latency, task, target, opts.limits, shared) if baseline is not None else None
     real = {} if be is None else {"backend": "neuron-sim", "package_paths": be.toolchain.package_paths()}
     early = _EarlyChecks(task, all_cases, cache)

@@ -51,7 +51,8 @@ SINGLE = {
     "max8": "vector", "nc_find_index8": "vector", "nc_match_replace8": "vector", "nc_stream_shuffle": "vector",
     "tensor_partition_reduce": "gpsimd", "iota": "gpsimd", "affine_select": "gpsimd", "local_gather": "gpsimd",
     "nc_n_gather": "gpsimd", "dma_copy": "dma", "dma_transpose": "dma", "register_alloc": "sync", "register_move": "sync",
-    "register_load": "sync", "register_store": "sync", "nonzero_with_count": "gpsimd", "sequence_bounds": "gpsimd",
+    "register_load": "sync", "register_store": "sync", "nonzero_with_count": "gpsimd", "sendrecv": "dma", "core_barrier": "gpsimd",
+    "sequence_bounds": "gpsimd",
 }  # fmt: skip
 HINTS = {"tensor_copy": "; on trn1 copy on ScalarE with nisa.activation(op=nl.copy)"}
 X = np.random.default_rng(0).standard_normal((32, 32)).astype(np.float32)
@@ -83,7 +84,8 @@ def test_the_table_lists_every_instruction_and_nothing_else() -> None:
 
 def test_every_op_taking_engine_is_tested_here() -> None:
     """A new op with ``engine=`` (either API) must get a row in DOCUMENTED, so the tests below try it."""
-    assert _takes_engine(isa) - {"dma_copy"} == set(DOCUMENTED)  # dma_copy's engine is the DGE trigger: test_dma_copy_*
+    # dma_copy's engine is the DGE trigger (test_dma_copy_*); core_barrier runs only inside an LNC launch (tests/emu/test_lnc.py)
+    assert _takes_engine(isa) - {"dma_copy", "core_barrier"} == set(DOCUMENTED)
     assert _takes_engine(legacy_isa) == set(DOCUMENTED)
 
 

@@ -128,6 +128,41 @@ def test_harness_reads_are_limited_to_pythons_files_and_this_requests_inputs(tmp
     guard._check("open", (str(tmp_path / "out.npy"), "wb", 0))
 
 
+def _guard(tmp_path: Path):
+    from nkiagent.sandbox.guard import Guard
+    from nkiagent.sandbox.policy import import_refusal
+
+    return Guard(str(tmp_path / "kernel.py"), str(tmp_path), [sys.base_prefix], [], import_refusal)
+
+
+def test_the_harness_may_start_only_the_emulators_program_threads(tmp_path: Path) -> None:
+    """Even asked by the harness (a kernel could hand it a callable), a thread starts only if it is an LNC program's."""
+    import threading
+
+    from nkiagent.emu.lnc import ProgramThread
+    from nkiagent.sandbox.guard import SandboxViolation
+
+    started = []
+    start = _guard(tmp_path)._thread_starter(lambda fn, *args: started.append(fn))
+    with pytest.raises(SandboxViolation, match="sandbox: starting threads is not allowed in kernel code"):
+        start(threading.Thread(target=print)._bootstrap, ())
+    program = ProgramThread(None, type("P", (), {"index": 0})())  # type: ignore[arg-type]
+    start(program._bootstrap, ())
+    assert started == [program._bootstrap]
+
+
+def test_one_thread_inside_the_hook_does_not_wave_another_threads_events_through(tmp_path: Path) -> None:
+    """The hook's re-entrancy guard is per thread: an LNC program's thread parked mid-check must not open the door for the one running."""
+    import threading
+
+    from nkiagent.sandbox.guard import SandboxViolation
+
+    guard = _guard(tmp_path)
+    guard._busy.add(threading.get_ident() + 1)  # another thread is inside the hook
+    with pytest.raises(SandboxViolation, match="sandbox: socket.connect"):
+        guard.hook("socket.connect", (None, ("example.com", 80)))
+
+
 # ------------------------------------------------------------------------------ tampering is detected
 
 

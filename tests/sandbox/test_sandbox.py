@@ -237,3 +237,82 @@ def test_the_launcher_leaves_with_the_process_that_started_it(tmp_path: Path) ->
     while psutil.pid_exists(int(pid)) and psutil.Process(int(pid)).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not psutil.pid_exists(int(pid)) or psutil.Process(int(pid)).status() == psutil.STATUS_ZOMBIE
+
+
+def test_warming_starts_the_launcher_once_and_the_next_worker_is_forked_from_it(tmp_path: Path) -> None:
+    from nkiagent.sandbox import zygote
+    from nkiagent.sandbox.launch import warm_launcher
+
+    zygote._LAUNCHER.stop()
+    warm_launcher()
+    launcher = zygote._LAUNCHER._proc
+    assert launcher is not None and launcher.poll() is None  # started, not waited for
+    warm_launcher()  # already running with this environment: the same process
+    assert zygote._LAUNCHER._proc is launcher
+    _, pid = _while_running(tmp_path, lambda proc: proc.ppid())
+    assert pid == launcher.pid  # the worker is the warmed launcher's child
+
+
+def test_inputs_drawn_per_case_group_equal_those_drawn_per_case_bit_for_bit() -> None:
+    """The input cache draws a shape and seed's distributions together (sharing their normals): each must equal its own drawing."""
+    import numpy as np
+
+    from nkiagent.sandbox.arrays import make_case_inputs, make_inputs
+    from nkiagent.tasks import builtin_tasks
+    from nkiagent.verify.inputs import cases
+
+    checked = set()
+    for task in builtin_tasks().values():
+        dims = {k: min(v, 256) for k, v in task.dims.items()}  # the drawing does not depend on the size; keep it quick
+        dists = [c.distribution for c in cases(task) if not c.hidden and c.seed == 1]
+        drawn = make_case_inputs(task, dims, 1, dists)
+        for dist in dists:
+            want = make_inputs(task, dims, 1, dist)
+            got = drawn[dist]
+            assert [(a.dtype, a.shape) for a in got] == [(a.dtype, a.shape) for a in want], (task.name, dist)
+            assert all(np.array_equal(a.view(np.uint8), b.view(np.uint8)) for a, b in zip(got, want)), (task.name, dist)
+            checked.add(dist)
+    assert checked >= {"normal", "heavy_tailed", "large", "offset", "constant_rows"}
+
+
+LNC_EXCHANGE = """
+import nki, nki.isa as nisa, nki.language as nl
+@nki.jit
+def _swap(a, b):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    me = nl.program_id(0)
+    rows = a.shape[0] // 2
+    mine = nl.ndarray((rows, a.shape[1]), a.dtype, buffer=nl.sbuf)
+    theirs = nl.ndarray((rows, a.shape[1]), a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=mine, src=a[nl.ds(me * rows, rows), :])
+    nisa.sendrecv(src=mine, dst=theirs, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=0)
+    nisa.dma_copy(dst=out[nl.ds(me * rows, rows), :], src=theirs)
+    return out
+def kernel(a, b):
+    return _swap[2](a, b)
+"""
+
+
+def test_an_lnc2_exchange_runs_in_the_sandbox_on_the_emulators_own_thread(tmp_path: Path) -> None:
+    """Core 0 waits in sendrecv, so core 1 runs on a program thread: the guard lets the emulator start it."""
+    out = _run(tmp_path, LNC_EXCHANGE)
+    rec = out.answer["runs"][0]
+    assert "error" not in rec, rec.get("error")
+    assert rec["outputs"][0]["shape"] == [128, 64]
+
+
+def test_kernel_code_cannot_start_the_emulators_program_thread_either(tmp_path: Path) -> None:
+    """The guard lets a ProgramThread start only when the harness starts it: the kernel reaching the class gets nothing."""
+    body = (
+        "import typing\n"
+        "lnc = typing.sys.modules['nkiagent.emu.lnc']\n"
+        "class Fake:\n"
+        "    def _thread_main(self, p):\n"
+        "        print('escaped')\n"
+        "class Program:\n"
+        "    index = 0\n"
+        "lnc.ProgramThread(Fake(), Program()).start()\n"
+    )
+    out = _run(tmp_path, body + HONEST)
+    err = out.answer["runs"][0]["error"]
+    assert err["kind"] == "sandbox" and "starting threads is not allowed in kernel code" in err["message"]

@@ -997,3 +997,14 @@ def test_a_main_block_is_a_script_and_its_else_is_checked() -> None:
             """
         )
     )
+
+
+def test_a_required_field_missing_from_the_tree_stops_the_gate() -> None:
+    """The checker reads required fields through ``_field``: a tree without one (a grammar the gate was not
+    written for) raises with the node and line, rather than letting a ``None`` through to judge the kernel."""
+    tree = gate._parse(b"x = 1\ny: int\n", gate.PARSE_DEADLINE_S)
+    assert tree is not None
+    first, second = (stmt.named_children[0] for stmt in tree.root_node.named_children)
+    assert gate._text(gate._field(first, "right")) == "1"
+    with pytest.raises(RuntimeError, match=r"^static gate: the `assignment` at line 2 has no `right` field, which tree-sitter-python's"):
+        gate._field(second, "right")

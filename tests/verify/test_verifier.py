@@ -147,3 +147,34 @@ def test_a_timeout_says_which_case_was_running_and_how_far_it_got(tmp_path: Path
     )
     assert m is not None, reason
     assert int(m.group(1).replace(",", "")) > 10
+
+
+def test_preparing_a_task_makes_its_inputs_and_baseline_once_for_the_first_verification(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session prepares its task as it opens; a verification that starts meanwhile waits for that work instead of repeating it."""
+    import threading
+
+    from nkiagent.verify import inputs as inputs_module
+    from nkiagent.verify import verifier
+
+    monkeypatch.setenv("NKIAGENT_INPUT_CACHE", str(tmp_path / "inputs"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(verifier, "_BASELINE_CACHE", {})
+    drawn: list[int] = []
+    real = inputs_module.make_case_inputs
+
+    def counting(*args, **kwargs):
+        drawn.append(args[2])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(inputs_module, "make_case_inputs", counting)
+    task = get_task("vector_add")
+    opts = VerifyOptions(seeds=1)
+    ahead = threading.Thread(target=verifier.prepare, args=(task, "trn2", opts))
+    ahead.start()
+    res = verify(task.baseline_path(), task, "trn2", opts)
+    ahead.join()
+    assert res.verdict == "pass" and res.speedup == pytest.approx(1.0, rel=1e-6)
+    groups = {(c.dims, c.seed) for c in inputs_module.cases(task, 1)}
+    assert len(drawn) == len(groups)  # each shape and seed drawn once, by whichever came first
+    stored = [p.name for p in (tmp_path / "cache" / "nkiagent" / "baselines").iterdir()]
+    assert len(stored) == 1 and stored[0].startswith("vector_add-")  # the baseline ran once, and its latency is on disk

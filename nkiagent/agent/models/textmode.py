@@ -51,11 +51,12 @@ from typing import Any
 from ..types import Message, ToolCall
 from .base import tool_call
 
-__all__ = ["TEXT_CALL_ID", "instructions", "parse", "to_text_messages"]
+__all__ = ["BLOCK", "TEXT_CALL_ID", "instructions", "parse", "to_text_messages"]
 
 TEXT_CALL_ID = "text_"  #: prefix of ids of calls parsed from text: their blocks are already in the message content
 
-_BLOCK = re.compile(
+#: One fenced block (```` ```edit PATH ````, ``write``, ``submit``, ``tool``): also how the exports find each block of an answer
+BLOCK = re.compile(
     r"^(?P<fence>`{3,})(?P<kind>edit|write|submit|tool)\b[ \t]*(?P<arg>[^\n]*)\n(?P<body>.*?)^(?P=fence)[ \t]*$", re.MULTILINE | re.DOTALL
 )
 _SECTION = re.compile(
@@ -117,7 +118,7 @@ def parse(content: str, id_prefix: str = TEXT_CALL_ID) -> list[ToolCall]:
             call.error = error
         calls.append(call)
 
-    for block in _BLOCK.finditer(content):
+    for block in BLOCK.finditer(content):
         kind, arg, body = block["kind"], block["arg"].strip().strip("`'\""), block["body"]
         if not arg:
             add(_TOOL_OF[kind], body, f"a ```{kind} block needs the {'tool name' if kind == 'tool' else 'file path'} after `{kind}`")

@@ -8,6 +8,6 @@ another family: ``tests/emu/test_registry.py`` checks it.
 
 from __future__ import annotations
 
-from . import elementwise, gather, movement, rand, reductions, registers, selection, statistics, tensor_engine
+from . import elementwise, gather, lnc, movement, rand, reductions, registers, selection, statistics, tensor_engine
 
-__all__ = ["elementwise", "gather", "movement", "rand", "reductions", "registers", "selection", "statistics", "tensor_engine"]
+__all__ = ["elementwise", "gather", "lnc", "movement", "rand", "reductions", "registers", "selection", "statistics", "tensor_engine"]

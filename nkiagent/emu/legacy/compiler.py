@@ -2,8 +2,9 @@
 
 Decorators that steer the compiler's passes (``skip_middle_end_transformations``,
 ``enable_stack_allocator``, ``force_auto_alloc``) change nothing the emulator models and
-return the kernel unchanged; ``no_reorder`` / ``allocation_scope`` / ``multi_buffer`` are
-no-op context managers (execution is always in program order). ``sbuf`` and ``psum`` are
+return the kernel unchanged; ``allocation_scope`` / ``multi_buffer`` are
+no-op context managers (execution is always in program order); ``no_reorder`` is the 0.2+
+``nl.no_reorder``, which marks its instructions for the cost model to keep in program order. ``sbuf`` and ``psum`` are
 the buffers themselves plus the direct-allocation constructors: ``mod_alloc`` and ``alloc``
 place each physical tile at the requested address, and logical blocks that share a physical
 tile share its storage, as on the hardware. The 0.1 compiler traced a loop body once, so a

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import types as _types
 
+from nkiagent.emu import collectives as _collectives_impl
 from nkiagent.emu import dtypes as _dtypes_impl
 from nkiagent.emu import isa as _isa_impl
 from nkiagent.emu import isa_constants as _constants_impl
@@ -31,7 +32,9 @@ dtype = language.dtypes  # type: ignore[attr-defined]
 tensor = api_module("nki.tensor", _types.ModuleType("nki.tensor"))
 compiler = api_module("nki.compiler", _types.ModuleType("nki.compiler"))
 builtin = api_module("nki.builtin", _types.ModuleType("nki.builtin"))
-del _isa_impl, _language_impl, _constants_impl, _dtypes_impl, _types
+#: multi-rank collectives: their names import, a call is the "not emulated" error naming it
+collectives = api_module("nki.collectives", _collectives_impl)
+del _isa_impl, _language_impl, _constants_impl, _dtypes_impl, _collectives_impl, _types
 
 #: Every submodule of the shim, by its import name (``install()`` puts them in ``sys.modules``).
 SUBMODULES = {
@@ -44,7 +47,8 @@ SUBMODULES = {
     "nki.tensor": tensor,
     "nki.compiler": compiler,
     "nki.builtin": builtin,
+    "nki.collectives": collectives,
 }
 
 __version__ = "0.6.0+nkiagent.emu"
-__all__ = ["Kernel", "NkiError", "__version__", "builtin", "compiler", "dtype", "isa", "jit", "language", "simulate", "tensor", "typing"]
+__all__ = ["Kernel", "NkiError", "__version__", "builtin", "collectives", "compiler", "dtype", "isa", "jit", "language", "simulate", "tensor", "typing"]
