@@ -20,15 +20,13 @@ if TYPE_CHECKING:  # not at run time: ``nki.collectives`` shows every public nam
     from collections.abc import Callable, Sequence
     from typing import Any
 
-#: AWS's collectives (nki-signatures.txt, SDK 2.29 and HEAD).
-_NAMES = (
-    "all_gather", "all_gather_v", "all_reduce", "all_to_all", "all_to_all_v", "collective_permute", "collective_permute_implicit",
-    "collective_permute_implicit_current_processing_rank_id", "collective_permute_implicit_reduce", "rank_id", "reduce_scatter",
-)  # fmt: skip
-__all__ = [  # noqa: PLE0604  (the names of _NAMES, bound below)
-    "ReplicaGroup",
-    *_NAMES,
-]
+__all__ = [
+    "ReplicaGroup", "all_gather", "all_gather_v", "all_reduce", "all_to_all", "all_to_all_v", "collective_permute",
+    "collective_permute_implicit", "collective_permute_implicit_current_processing_rank_id", "collective_permute_implicit_reduce",
+    "rank_id", "reduce_scatter",
+]  # fmt: skip
+#: AWS's collectives (nki-signatures.txt, SDK 2.29 and HEAD): every public name but the group type, bound below.
+_NAMES = tuple(n for n in __all__ if n != "ReplicaGroup")
 
 
 class ReplicaGroup:

@@ -45,7 +45,7 @@ from ..emu.trace import NO_REORDER, PSEUDO_MEMORIES, Access, Instruction, Trace,
 from .cost import COMPUTE_ENGINES, Cost, instruction_cost
 from .specs import HardwareSpec
 
-__all__ = ["Event", "Timeline", "schedule"]
+__all__ = ["LOOKAHEAD", "Event", "Timeline", "schedule"]
 
 #: One lane per instruction stream: the compute engines, and the Sync engine for register operations.
 LANES = COMPUTE_ENGINES + ("sync",)
