@@ -8,6 +8,7 @@ from typing import Any
 
 from ..emu.trace import Trace
 from .profile import ENGINE_LABELS, Profile
+from .sol import dma_peak_bytes_per_ns
 from .specs import HardwareSpec
 from .timeline import Timeline
 
@@ -132,7 +133,7 @@ def plot_png(path: str | Path, p: Profile, timeline: Timeline, spec: HardwareSpe
     ax_t.set_xlabel("time (µs, emulator-estimate)")
     ax_t.set_title(f"{spec.name}: {p.latency_us:,.1f} µs — {p.bottleneck}")
     peak = spec.pe_flops_per_ns  # FLOP/ns == GFLOP/s
-    bw = min(spec.hbm_gbps, spec.dma_bytes_per_ns)
+    bw = dma_peak_bytes_per_ns(spec)
     xs = [0.1, 1, 10, 100, 1000, 10000]
     ax_r.loglog(xs, [min(peak, bw * x) for x in xs], "k-", lw=1)
     if p.flops and p.arithmetic_intensity:
