@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..emu.trace import Access, Instruction, Trace, is_data
+from .cost import dma_efficiency
 from .critical import IdleGap, PathStep, critical_path, dma_overlap_pct, idle_gaps, path_steps
 from .sol import SpeedOfLight, dma_peak_bytes_per_ns, matmul_passes, roofline_ns
 from .specs import MODEL_VERSION, HardwareSpec, get_spec
@@ -230,7 +231,9 @@ def _advice(trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile, pa
         lines = sorted({i.location for i, _ in path_small})[:3]
         out.append(
             f"small DMAs: {len(small)} of {len(dma)} DMAs move contiguous chunks < 2 KiB per partition ({100 * small_time / dma_time:.0f}% of DMA time), "
-            f"on the critical path at {', '.join(lines)}; use ≥ 2 KiB per partition per transfer (512 fp32 / 1024 bf16 elements) — perf guide Opt #9"
+            f"on the critical path at {', '.join(lines)}; use ≥ 2 KiB per partition per transfer — the model moves 1 KiB runs at "
+            f"{100 * dma_efficiency(1024, spec):.0f}%, 2 KiB at {100 * dma_efficiency(2048, spec):.0f}% and full rate from "
+            f"{spec.dma_full_chunk // 1024} KiB ({spec.dma_full_chunk // 4} fp32 / {spec.dma_full_chunk // 2} bf16 elements) — perf guide Opt #9"
         )
     allocs = {a["uid"]: a for a in trace.allocations}
     read_bytes: dict[int, int] = defaultdict(int)
