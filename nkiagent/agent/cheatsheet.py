@@ -88,7 +88,9 @@ def _cost_tables() -> list[str]:
     dma = (
         f"- A DMA takes {trn2.dma_fixed_ns:g} ns fixed ({trn2.dma_hwdge_fixed_ns:g} ns with dge_mode=hwdge, trn2+) + bytes / (queues × "
         f"{per_queue} B/ns per queue on trn1 / trn2 / trn3 × efficiency); queues: one per 8 partitions of its SBUF side "
-        f"(128 partitions → all {trn2.dma_queues}); peak {peaks} B/ns, the speed of light's DMA rate."
+        f"(128 partitions → all {trn2.dma_queues}); peak {peaks} B/ns, the speed of light's DMA rate. dma_copy(engine=sync|scalar) "
+        "only picks which sequencer triggers hardware DGE (needs dge_mode=hwdge; no time on that engine, the DGE docs hide it "
+        "behind the engine's work); priority= is refused (the queues have no priorities)."
     )
     curve_line = (
         f"- Efficiency by the shortest contiguous run per partition on either side: {effs} (full rate from "
