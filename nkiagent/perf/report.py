@@ -52,8 +52,9 @@ def summary_text(p: Profile, max_lines: int = 40) -> str:
                         f"addresses (they read 0), so the estimate below may not be the kernel's; profile with data instead. "
                         f"First: {p.unfaithful[0]}")
     if p.sol_latency_us is not None:
-        lines.append(f"speed of light {p.sol_latency_us:,.2f} µs (the task's minimum work at peak rates) → {100 * (p.fraction_of_sol or 0):.1f}% of it; "
-                     f"roofline {p.roofline_us:,.2f} µs (this kernel's own bytes and FLOPs at peak, {p.roofline_bound})")
+        lines.append(f"speed of light {p.sol_latency_us:,.2f} µs (any kernel's floor: the task's minimum work at the cost model's peak rates) → "
+                     f"{100 * (p.fraction_of_sol or 0):.1f}% of it; roofline {p.roofline_us:,.2f} µs (this kernel's own bytes and FLOPs at the "
+                     f"same rates, {p.roofline_bound})")
     else:
         lines.append(f"roofline bound {p.roofline_us:,.2f} µs ({p.roofline_bound}: this kernel's own bytes and FLOPs at peak rates)")
     for name, st in p.engines.items():

@@ -83,7 +83,7 @@ def test_a_real_kernels_estimate_is_never_below_its_tasks_speed_of_light(path: P
         prof, tl = profile_trace(_trace_file(path, task, target), target, sol=sol)
         assert tl.latency_ns >= sol.latency_ns, f"{target}: estimate {tl.latency_ns:.1f} ns < speed of light {sol.latency_ns:.1f} ns ({sol.bound})"
         assert prof.fraction_of_sol is not None and 0.0 < prof.fraction_of_sol <= 1.0
-        assert not prof.below_speed_of_light
+        assert not prof.below_speed_of_light and prof.roofline_us <= prof.latency_us
 
 
 # ---------------------------------------------------------------------------------------------
