@@ -52,17 +52,63 @@ RULES = """\
   VectorE or GpSimd, ...); hint flags such as is_stationary_onezero are checked against the data.
 
 # Performance (what the cost model rewards)
-- DMAs: ≥ 2 KiB contiguous per partition per transfer; use all 128 partitions; each DMA has ~1.3 µs latency,
-  so keep several in flight (allocate tiles inside loops so iterations overlap).
+- Keep several DMAs in flight (allocate tiles inside loops so iterations overlap): each pays a fixed latency.
 - Scheduling, as the compiler does it: an instruction issues once its inputs are ready and its engine (or DMA
   queues) is free, not in source order; among the ready ones the first that can start goes first, within a window of
   {lookahead} instructions. Reordering independent lines changes nothing; `with nl.no_reorder():` keeps program order on
   each engine and fences the block (for when the greedy order is worse, e.g. urgent stores behind early loads).
 - Reuse loaded tiles (hoist loads out of inner loops, block the free dimensions); every reload costs HBM traffic.
-- Keep TensorE busy: bf16 operands (fp32 runs at 1/4 rate), K = M = 128, N = 512; accumulate over K in PSUM.
-- Vector/Scalar costs ~max(64, N) cycles + ~60 fixed per instruction regardless of partitions: fewer, wider
-  instructions; fuse scale/bias/exp into one activation; trn2 VectorE is 2–4× faster on bf16 SBUF data.
+- Keep TensorE busy: bf16 operands (fp32 takes 4 passes), K = M = 128, N = 512; accumulate over K in PSUM.
+- Vector/Scalar cost ~max(64, N) cycles + 60 fixed per instruction whatever the partitions: fewer, wider
+  instructions; fuse scale/bias/exp into one activation.
 """
+
+
+def _us(ns: float) -> str:
+    return f"{ns / 1e3:.2f} µs"
+
+
+def _kib(nbytes: int) -> str:
+    return f"{nbytes // 1024} KiB" if nbytes >= 1024 else f"{nbytes} B"
+
+
+def _cost_tables() -> list[str]:
+    """The DMA cost curve and the engine cost table, as the cost model prices traced instructions (:mod:`nkiagent.perf.tables`)."""
+    from ..perf.cost import dma_efficiency
+    from ..perf.sol import dma_peak_bytes_per_ns
+    from ..perf.specs import get_spec
+    from ..perf.tables import dma_cases, dma_curve, engine_table
+
+    specs = [get_spec(t) for t in ("trn1", "trn2", "trn3")]
+    trn2 = specs[1]
+    per_queue = " / ".join(f"{s.dma_bytes_per_ns_per_queue:g}" for s in specs)
+    peaks = " / ".join(f"{dma_peak_bytes_per_ns(s):g}" for s in specs)
+    effs = ", ".join(f"{_kib(b)} {100 * dma_efficiency(b, trn2):.0f}%" for b in (64, 256, 1024, 2048, trn2.dma_full_chunk))
+    curve = ", ".join(
+        f"{_kib(r.nbytes // 128)} {_us(r.latency_ns)} ({r.bytes_per_ns:.0f} B/ns)" for r in dma_curve("trn2") if r.nbytes >= 128 * 512
+    )
+    cases = "; ".join(f"{r.label} {_us(r.latency_ns)}" for r in dma_cases("trn2")[2:])
+    ops32, ops16 = engine_table("trn2", "float32"), engine_table("trn2", "bfloat16")
+    ops = "; ".join(f"{a.label} {a.busy_ns:.0f} / {b.busy_ns:.0f}" for a, b in zip(ops32, ops16))
+    dma = (
+        f"- A DMA takes {trn2.dma_fixed_ns:g} ns fixed ({trn2.dma_hwdge_fixed_ns:g} ns with dge_mode=hwdge, trn2+) + bytes / (queues × "
+        f"{per_queue} B/ns per queue on trn1 / trn2 / trn3 × efficiency); queues: one per 8 partitions of its SBUF side "
+        f"(128 partitions → all {trn2.dma_queues}); peak {peaks} B/ns, the speed of light's DMA rate. dma_copy(engine=sync|scalar) "
+        "only picks which sequencer triggers hardware DGE (needs dge_mode=hwdge; no time on that engine, the DGE docs hide it "
+        "behind the engine's work); priority= is refused (the queues have no priorities)."
+    )
+    curve_line = (
+        f"- Efficiency by the shortest contiguous run per partition on either side: {effs} (full rate from "
+        f"{_kib(trn2.dma_full_chunk)}). A 128-partition fp32 load of: {curve}."
+    )
+    return [
+        "# What things cost (generated from the cost model: `emulator-estimate`, trn2 unless named)",
+        dma,
+        curve_line,
+        f"- 2 KiB per partition or row, priced otherwise: {cases}.",
+        f"- One instruction on [128, 512] tiles, ns fp32 / bf16 (VectorE unless named): {ops}.",
+        "",
+    ]
 
 
 def _sig(fn: object) -> str:
@@ -132,6 +178,7 @@ def render_cheatsheet() -> str:
         "",
         RULES.format(lookahead=LOOKAHEAD),
     ]
+    out += _cost_tables()
     out += _isa_table()
     out += _language_table()
     return "\n".join(out).rstrip() + "\n"

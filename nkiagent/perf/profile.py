@@ -12,8 +12,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..emu.trace import Access, Instruction, Trace, is_data
+from .cost import dma_efficiency
 from .critical import IdleGap, PathStep, critical_path, dma_overlap_pct, idle_gaps, path_steps
-from .sol import SpeedOfLight
+from .sol import SpeedOfLight, dma_peak_bytes_per_ns, matmul_passes, roofline_ns
 from .specs import MODEL_VERSION, HardwareSpec, get_spec
 from .timeline import Timeline, schedule
 
@@ -113,8 +114,9 @@ def build_profile(
     hfu = 100.0 * flops / (lat_ns * peak) if flops else 0.0
     mfu = 100.0 * (task_flops if task_flops is not None else flops) / (lat_ns * peak) if (task_flops or flops) else 0.0
     hbm = hbm_r + hbm_w
-    bw = min(spec.hbm_gbps, spec.dma_bytes_per_ns)
-    roof_compute, roof_mem = flops / peak, hbm / bw
+    pass_flops = sum(c.flops * matmul_passes(bool(i.attrs.get("fp32")), bool(i.attrs.get("onezero")))
+                     for i, c in zip(trace.instructions, timeline.costs) if c.flops)  # fmt: skip
+    roof_compute, roof_mem = roofline_ns(spec, pass_flops=pass_flops, hbm_bytes=hbm)
     prof = Profile(
         target=spec.name,
         latency_us=round(lat_ns / 1e3, 3),
@@ -203,8 +205,7 @@ def _advice(trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile, pa
     pe = p.engines.get("TensorE")
     dma_stat = p.engines.get("DMA")
     hbm = p.hbm_read_bytes + p.hbm_write_bytes
-    bw = min(spec.hbm_gbps, spec.dma_bytes_per_ns)
-    min_bytes = sol.hbm_ns * bw if sol is not None and sol.hbm_ns else 0.0
+    min_bytes = sol.hbm_ns * dma_peak_bytes_per_ns(spec) if sol is not None and sol.hbm_ns else 0.0
     if p.bottleneck.startswith("memory") and leads("dma", 0.5) and dma_stat is not None:
         if not min_bytes or hbm > 1.2 * min_bytes:
             extra = f", and the kernel moves {hbm / min_bytes:.1f}× the task's minimum HBM traffic ({min_bytes / 2**20:.2f} MiB)" if min_bytes else ""
@@ -230,7 +231,9 @@ def _advice(trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile, pa
         lines = sorted({i.location for i, _ in path_small})[:3]
         out.append(
             f"small DMAs: {len(small)} of {len(dma)} DMAs move contiguous chunks < 2 KiB per partition ({100 * small_time / dma_time:.0f}% of DMA time), "
-            f"on the critical path at {', '.join(lines)}; use ≥ 2 KiB per partition per transfer (512 fp32 / 1024 bf16 elements) — perf guide Opt #9"
+            f"on the critical path at {', '.join(lines)}; use ≥ 2 KiB per partition per transfer — the model moves 1 KiB runs at "
+            f"{100 * dma_efficiency(1024, spec):.0f}%, 2 KiB at {100 * dma_efficiency(2048, spec):.0f}% and full rate from "
+            f"{spec.dma_full_chunk // 1024} KiB ({spec.dma_full_chunk // 4} fp32 / {spec.dma_full_chunk // 2} bf16 elements) — perf guide Opt #9"
         )
     allocs = {a["uid"]: a for a in trace.allocations}
     read_bytes: dict[int, int] = defaultdict(int)

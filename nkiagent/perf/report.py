@@ -8,6 +8,7 @@ from typing import Any
 
 from ..emu.trace import Trace
 from .profile import ENGINE_LABELS, Profile
+from .sol import dma_peak_bytes_per_ns
 from .specs import HardwareSpec
 from .timeline import Timeline
 
@@ -51,8 +52,9 @@ def summary_text(p: Profile, max_lines: int = 40) -> str:
                         f"addresses (they read 0), so the estimate below may not be the kernel's; profile with data instead. "
                         f"First: {p.unfaithful[0]}")
     if p.sol_latency_us is not None:
-        lines.append(f"speed of light {p.sol_latency_us:,.2f} µs (the task's minimum work at peak rates) → {100 * (p.fraction_of_sol or 0):.1f}% of it; "
-                     f"roofline {p.roofline_us:,.2f} µs (this kernel's own bytes and FLOPs at peak, {p.roofline_bound})")
+        lines.append(f"speed of light {p.sol_latency_us:,.2f} µs (any kernel's floor: the task's minimum work at the cost model's peak rates) → "
+                     f"{100 * (p.fraction_of_sol or 0):.1f}% of it; roofline {p.roofline_us:,.2f} µs (this kernel's own bytes and FLOPs at the "
+                     f"same rates, {p.roofline_bound})")
     else:
         lines.append(f"roofline bound {p.roofline_us:,.2f} µs ({p.roofline_bound}: this kernel's own bytes and FLOPs at peak rates)")
     for name, st in p.engines.items():
@@ -132,7 +134,7 @@ def plot_png(path: str | Path, p: Profile, timeline: Timeline, spec: HardwareSpe
     ax_t.set_xlabel("time (µs, emulator-estimate)")
     ax_t.set_title(f"{spec.name}: {p.latency_us:,.1f} µs — {p.bottleneck}")
     peak = spec.pe_flops_per_ns  # FLOP/ns == GFLOP/s
-    bw = min(spec.hbm_gbps, spec.dma_bytes_per_ns)
+    bw = dma_peak_bytes_per_ns(spec)
     xs = [0.1, 1, 10, 100, 1000, 10000]
     ax_r.loglog(xs, [min(peak, bw * x) for x in xs], "k-", lw=1)
     if p.flops and p.arithmetic_intensity:

@@ -51,7 +51,8 @@ class HardwareSpec:
 
     @property
     def pe_flops_per_ns(self) -> float:
-        return self.pe_peak_bf16_tflops * 1e3
+        """TensorE's bf16 peak as the cost rule prices it (2·128·128 FLOPs per cycle); ``pe_peak_bf16_tflops`` is the published figure."""
+        return 2.0 * 128 * 128 * self.pe_ghz
 
     @property
     def dma_bytes_per_ns(self) -> float:

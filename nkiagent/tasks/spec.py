@@ -84,6 +84,11 @@ class Task:
     hidden_dims: list[dict[str, int]] = field(default_factory=list)
     constraints: str = ""
     flops: Callable[[Dims], float] | None = None  #: matmul FLOPs (TensorE work) for speed of light
+    #: The part of ``flops`` whose operands must keep fp32 accuracy, because bf16 operands fail the
+    #: tolerance (a test must show it: ``tests/tasks/test_precision.py``); the speed of light prices
+    #: them at the cheapest fp32-accurate scheme, the rest at TensorE's bf16 rate. A matmul of bf16
+    #: inputs, or one whose inputs may be rounded to bf16 within the tolerance, declares none.
+    fp32_flops: Callable[[Dims], float] | None = None
     vector_elems: Callable[[Dims], float] | None = None  #: unavoidable elementwise work (elements)
     scalar_elems: Callable[[Dims], float] | None = None  #: unavoidable transcendental work (elements)
     min_hbm_bytes: Callable[[Dims], float] | None = None  #: default: read every input once, write the output once
@@ -148,6 +153,7 @@ class Task:
         d = self.dims if dims is None else dims
         return {
             "matmul_flops": float(self.flops(d)) if self.flops else 0.0,
+            "fp32_matmul_flops": float(self.fp32_flops(d)) if self.fp32_flops else 0.0,
             "vector_elems": float(self.vector_elems(d)) if self.vector_elems else 0.0,
             "scalar_elems": float(self.scalar_elems(d)) if self.scalar_elems else 0.0,
             "hbm_bytes": self.hbm_bytes(d),

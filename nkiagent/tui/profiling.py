@@ -55,13 +55,7 @@ def profile_in_sandbox(kernel_path: str | Path, task: Any, target: str) -> dict[
             shutil.rmtree(out.scratch, ignore_errors=True)
     work = task.work(dict(task.dims))
     spec = get_spec(target)
-    sol = speed_of_light(
-        spec,
-        matmul_flops=work["matmul_flops"],
-        vector_elems=work["vector_elems"],
-        scalar_elems=work["scalar_elems"],
-        hbm_bytes=work["hbm_bytes"],
-    )
+    sol = speed_of_light(spec, **work)
     prof, tl = profile_trace(trace, target, task_flops=work["matmul_flops"] or None, sol=sol, precision=task.precision_floor)
     data = prof.to_dict()
     data["timeline"] = timeline_rows(tl.events, tl.latency_ns)
@@ -155,6 +149,7 @@ def render_profile(
 
 def _roofline_line(prof: dict[str, Any], target: str) -> str:
     """Where the kernel sits on the target's roofline: its arithmetic intensity against the ridge point."""
+    from ..perf.sol import dma_peak_bytes_per_ns
     from ..perf.specs import get_spec
 
     hbm = prof.get("hbm_read_bytes", 0) + prof.get("hbm_write_bytes", 0)
@@ -162,7 +157,7 @@ def _roofline_line(prof: dict[str, Any], target: str) -> str:
     if not hbm:
         return "no HBM traffic"
     spec = get_spec(target or "trn2")
-    bandwidth = min(spec.hbm_gbps, spec.dma_bytes_per_ns)  # bytes per ns
+    bandwidth = dma_peak_bytes_per_ns(spec)  # bytes per ns
     ridge = spec.pe_flops_per_ns / bandwidth
     intensity = flops / hbm
     bound = "memory-bound" if intensity < ridge else "compute-bound"

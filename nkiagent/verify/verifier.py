@@ -89,14 +89,20 @@ def _location(err: dict[str, Any], scratch_kernels: list[str], original: str) ->
     return _unscratch(str(err.get("location", "")), scratch_kernels, original)
 
 
-def _profile(trace: Trace, task: Task, target: str, dims: dict[str, int]) -> Any:
-    from ..perf import profile_trace, speed_of_light
+def _task_sol(task: Task, target: str, dims: dict[str, int]) -> Any:
+    """The task's speed of light on ``target`` at ``dims``: its whole declared work, fp32-required FLOPs included."""
+    from ..perf import speed_of_light
     from ..perf.specs import get_spec
 
-    work = task.work(dims)
-    sol = speed_of_light(get_spec(target), matmul_flops=work["matmul_flops"], vector_elems=work["vector_elems"],
-                         scalar_elems=work["scalar_elems"], hbm_bytes=work["hbm_bytes"])
-    prof, _ = profile_trace(trace, target, task_flops=work["matmul_flops"] or None, sol=sol, precision=task.precision_floor)
+    return speed_of_light(get_spec(target), **task.work(dims))
+
+
+def _profile(trace: Trace, task: Task, target: str, dims: dict[str, int]) -> Any:
+    from ..perf import profile_trace
+
+    prof, _ = profile_trace(
+        trace, target, task_flops=task.work(dims)["matmul_flops"] or None, sol=_task_sol(task, target, dims), precision=task.precision_floor
+    )
     return prof
 
 
@@ -564,8 +570,6 @@ def _neuron_timing(res: EvalResult, be: Any, path: Path, source: str, task: Task
         if res.baseline_latency_us and not prof.below_speed_of_light:
             res.speedup = round(res.baseline_latency_us / prof.latency_us, 4)
         return True
-    from ..perf import speed_of_light
-    from ..perf.specs import get_spec
 
     run = be.run(source, inputs, target)
     if run.error:
@@ -580,9 +584,7 @@ def _neuron_timing(res: EvalResult, be: Any, path: Path, source: str, task: Task
         return True
     res.add("hardware_correctness", True, f"{all_cases[0].public_label(task.dims)} within tolerance on {be.name}")
     prof, meas = run.profile, run.measurement
-    work = task.work(all_cases[0].dims_dict)
-    sol = speed_of_light(get_spec(target), matmul_flops=work["matmul_flops"], vector_elems=work["vector_elems"],
-                         scalar_elems=work["scalar_elems"], hbm_bytes=work["hbm_bytes"])
+    sol = _task_sol(task, target, all_cases[0].dims_dict)
     if sol.latency_ns > 0 and prof.latency_us:
         prof.sol_latency_us = round(sol.latency_ns / 1e3, 3)
         prof.fraction_of_sol = round(sol.latency_ns / 1e3 / prof.latency_us, 4)

@@ -86,6 +86,7 @@ def _saturate_int(vals: np.ndarray, d: np.dtype) -> np.ndarray:
         "src and dst in HBM or SBUF (not PSUM), with equal element counts; casts go through fp32, integer to integer saturates",
         "dge_mode=hwdge needs trn2+, src.dtype == dst.dtype and no gather/scatter",
         "engine= only picks the hardware-DGE trigger (sync or scalar) and needs dge_mode=hwdge",
+        "priority= is refused (not modelled: the queues have no priorities)",
         "an indirect (vector_offset) access out of bounds is an error unless oob_mode=nisa.oob_mode.skip",
     ),
     example="nisa.dma_copy(dst=x_sb, src=x_hbm[i * 128:(i + 1) * 128, :])",
@@ -102,6 +103,7 @@ def dma_copy(
     """Copy ``src`` to ``dst`` through a DMA queue (HBM↔SBUF, SBUF↔SBUF, HBM↔HBM); casts via fp32."""
     ctx = current()
     op = "dma_copy"
+    _reject_priority(op, priority)
     dst = require_tensor(op, "dst", dst)
     src = require_tensor(op, "src", src)
     allowed = SBUF_ONLY | HBM
@@ -134,6 +136,18 @@ def dma_copy(
     if src._valid is not None:  # oob_mode=skip: the skipped source elements leave dst untouched
         vals = np.where(src._valid, vals, dst._np().reshape(src.shape))
     write(ctx, dst, vals.reshape(dst.shape))
+
+
+def _reject_priority(op: str, priority: Any) -> None:
+    """``priority=`` is refused rather than ignored: NKI documents the argument but not how DMA queues
+    arbitrate between priorities, so no timing could honour it, and a silently dropped priority would
+    time the kernel as if the author had not asked for one."""
+    if priority is not None:
+        raise NkiValidationError(
+            "err_dma_priority_not_modelled",
+            f"{op} priority={priority!r} is not modelled: the emulator serves DMA queues without priorities (NKI does not "
+            "document how they arbitrate), so it would be ignored; leave priority unset and order the DMAs by their dependences",
+        )
 
 
 def _check_hwdge(ctx: Any, src: NkiTensor, dst: NkiTensor) -> None:
@@ -193,6 +207,7 @@ _DMA_TRANSPOSE_DEFAULT = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
     rules=(
         "src in HBM or SBUF, dst in SBUF, same rank; axes (1, 0), (2, 1, 0) or (3, 1, 2, 0), by default the one of src's rank",
         "dst.shape must be src.shape permuted by axes",
+        "priority= is refused (not modelled: the queues have no priorities)",
     ),
     example="nisa.dma_transpose(dst=xt_sb, src=x_hbm[0:128, 0:64])",
 )
@@ -208,6 +223,7 @@ def dma_transpose(
     """Transpose while copying by DMA (axes (1,0), (2,1,0) or (3,1,2,0)); dst must be in SBUF."""
     ctx = current()
     op = "dma_transpose"
+    _reject_priority(op, priority)
     dst = require_tensor(op, "dst", dst)
     src = require_tensor(op, "src", src)
     check_memory(op, "src", src, SBUF_ONLY | HBM)

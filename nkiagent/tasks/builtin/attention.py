@@ -40,6 +40,7 @@ TASK = Task(
     # No vector/scalar bounds: the exponentials can run on VectorE too (trn3's nisa.exponential), so no
     # single engine is sure to do them; the speed of light comes from TensorE and HBM.
     flops=lambda d: 4 * d["S"] * d["S"] * d["D"],
+    fp32_flops=lambda d: 2 * d["S"] * d["S"] * d["D"],  # the scores q · kᵀ
     baseline="baselines/attention.py",
     level=3,
     tags=("attention", "softmax", "fused", "tensor-engine", "scalar-engine"),

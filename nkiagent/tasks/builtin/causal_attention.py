@@ -38,6 +38,7 @@ TASK = Task(
     constraints="S % 128 == 0, D <= 128; fp32 scores (×1000 inputs make each row's softmax nearly one-hot), bf16 P·v is fine.",
     # the unmasked half: S·(S+1)/2 score entries, each needing D multiply-adds in both products
     flops=lambda d: 2 * d["S"] * (d["S"] + 1) * d["D"],
+    fp32_flops=lambda d: d["S"] * (d["S"] + 1) * d["D"],  # the scores q · kᵀ of the unmasked half
     baseline="baselines/causal_attention.py",
     level=3,
     tags=("attention", "causal", "softmax", "fused", "tensor-engine", "gpsimd"),
