@@ -95,8 +95,10 @@ def test_advice_never_suggests_a_precision_the_task_forbids() -> None:
 
 
 def test_advice_is_never_empty_and_never_repeats() -> None:
-    for kernel, args in ((load_then_chain, (np.ones((128, 4096), np.float32),)),
-                         (fp32_matmuls, (np.ones((128, 128), np.float32), np.ones((128, 512), np.float32)))):
+    for kernel, args in (
+        (load_then_chain, (np.ones((128, 4096), np.float32),)),
+        (fp32_matmuls, (np.ones((128, 128), np.float32), np.ones((128, 512), np.float32))),
+    ):
         for precision in ("bfloat16", "float32"):
             prof, _ = _profile(kernel, args, precision=precision)
             assert prof.advice and len(prof.advice) == len(set(prof.advice))
@@ -177,7 +179,8 @@ def test_k_blocking_advice_only_for_matmul_results_summed_on_vectore() -> None:
     assert not any(a.startswith("PSUM evacuation") for a in _profile(copied, args)[0].advice)
 
 
-def _task_profile(kernel_file, task_name: str):
+def _kernel_and_inputs(kernel_file, task_name: str):
+    """A kernel file's ``kernel`` and the task's visible inputs (seed 0, normal)."""
     import importlib.util
 
     from nkiagent.sandbox.arrays import make_inputs
@@ -187,7 +190,11 @@ def _task_profile(kernel_file, task_name: str):
     spec = importlib.util.spec_from_file_location(f"kernel_{task_name}", kernel_file)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return _profile(module.kernel, tuple(make_inputs(task, task.dims, 0, "normal")))[0]
+    return module.kernel, tuple(make_inputs(task, task.dims, 0, "normal"))
+
+
+def _task_profile(kernel_file, task_name: str):
+    return _profile(*_kernel_and_inputs(kernel_file, task_name))[0]
 
 
 def test_engine_balance_is_advised_only_where_a_compute_engine_is_busier_than_the_dma_queues() -> None:
@@ -203,3 +210,38 @@ def test_engine_balance_is_advised_only_where_a_compute_engine_is_busier_than_th
     assert dma_bound.bottleneck == "memory-bound (DMA)"
     assert dma_bound.engines["VectorE"].active_pct > 70 and dma_bound.engines["DMA"].active_pct > 95
     assert not any(a.startswith("engine balance") for a in dma_bound.advice), dma_bound.advice
+
+
+def _verifier_profile(kernel_file, task_name: str):
+    """The profile the verifier shows a model: with the task's speed of light, so the minimum-traffic advice can fire."""
+    from nkiagent.tasks import get_task
+    from nkiagent.verify.verifier import _profile as verifier_profile
+
+    task = get_task(task_name)
+    trace = emu.Trace()
+    emu.run_kernel(*_kernel_and_inputs(kernel_file, task_name), target="trn2", trace=trace)
+    return verifier_profile(trace, task, "trn2", dict(task.dims))
+
+
+def test_a_kernel_whose_dma_queues_never_rest_is_not_told_to_split_its_tiles() -> None:
+    """At the task's minimum traffic with DMA 99% busy, the tail after the last compute is queued stores: splitting them only slows it."""
+    from pathlib import Path
+
+    prof = _verifier_profile(Path(HERE).parent / "kernels" / "rmsnorm_split_rows.py", "rmsnorm")
+    assert prof.bottleneck == "memory-bound (DMA)" and prof.engines["DMA"].active_pct > 98
+    assert not any(a.startswith("DMA-bound at the task's minimum traffic") for a in prof.advice), prof.advice
+    assert prof.advice[0].startswith("no advice: the kernel is at 97.6% of its speed of light")
+
+
+def test_dmas_below_the_curves_full_rate_are_small_dmas_in_the_advice() -> None:
+    """2 KiB per partition runs at 70% in the cost model: the advice names them, with the size that reaches full rate."""
+    from pathlib import Path
+
+    from nkiagent.tasks import get_task
+
+    tutorial = _verifier_profile(get_task("vector_add").baseline_path(), "vector_add")  # 512 fp32 = 2 KiB per partition
+    advice = next(a for a in tutorial.advice if a.startswith("small DMAs"))
+    assert "96 of 96 DMAs move contiguous chunks < 4 KiB per partition" in advice
+    assert "use ≥ 4 KiB per partition per transfer (1024 fp32 / 2048 bf16 elements)" in advice and "2 KiB at 70%" in advice
+    whole_rows = _verifier_profile(Path(HERE).parent / "kernels" / "rmsnorm_prefetch.py", "rmsnorm")  # 8 KiB rows
+    assert not any(a.startswith("small DMAs") for a in whole_rows.advice)
