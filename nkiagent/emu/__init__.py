@@ -32,31 +32,31 @@ from .targets import TARGETS, Target, get_target
 from .trace import Access, Instruction, Region, Trace
 
 __all__ = [
-    "install",
-    "uninstall",
-    "real_nki_available",
-    "real_neuronxcc_available",
-    "run_kernel",
-    "simulate",
-    "jit",
+    "TARGETS",
+    "Access",
+    "Instruction",
     "Kernel",
+    "NkiCapacityError",
+    "NkiError",
+    "NkiOutOfBoundsError",
+    "NkiRuntimeError",
+    "NkiTypeError",
+    "NkiUnsupportedError",
+    "NkiValidationError",
+    "NkiWarning",
+    "Region",
     "RunResult",
     "ShapeSpec",
-    "Trace",
-    "Instruction",
-    "Access",
-    "Region",
     "Target",
-    "TARGETS",
+    "Trace",
     "get_target",
-    "NkiError",
-    "NkiValidationError",
-    "NkiCapacityError",
-    "NkiUnsupportedError",
-    "NkiOutOfBoundsError",
-    "NkiTypeError",
-    "NkiRuntimeError",
-    "NkiWarning",
+    "install",
+    "jit",
+    "real_neuronxcc_available",
+    "real_nki_available",
+    "run_kernel",
+    "simulate",
+    "uninstall",
 ]
 
 _SHIM_MODULES = ("nki", "nki.language", "nki.language.dtypes", "nki.isa", "nki.isa.constants", "nki.typing", "nki.dtype",
@@ -77,7 +77,7 @@ def real_nki_available() -> bool:
     try:
         mod = importlib.import_module("nki")
         isa = importlib.import_module("nki.isa")
-    except Exception:
+    except Exception:  # noqa: BLE001 — AWS's package failing to import, for any reason, means it is not usable here
         return False
     version = str(getattr(mod, "__version__", "0"))
     try:
@@ -96,7 +96,7 @@ def real_neuronxcc_available() -> bool:
         return False
     try:
         return hasattr(importlib.import_module("neuronxcc.nki"), "simulate_kernel")
-    except Exception:
+    except Exception:  # noqa: BLE001 — as above: a failing import of AWS's package means it is not usable
         return False
 
 

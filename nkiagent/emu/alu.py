@@ -15,7 +15,7 @@ import numpy as np
 
 from .errors import NkiTypeError, NkiUnsupportedError, NkiValidationError
 
-__all__ = ["AluOp", "ActFunc", "ALU", "ACT", "NOT_ON_HARDWARE", "alu_op", "act_func", "not_on_hardware", "suggest"]
+__all__ = ["ACT", "ALU", "NOT_ON_HARDWARE", "ActFunc", "AluOp", "act_func", "alu_op", "not_on_hardware", "suggest"]
 
 
 @dataclass(frozen=True, slots=True)

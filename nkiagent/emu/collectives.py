@@ -25,8 +25,7 @@ __all__ = [
     "collective_permute_implicit", "collective_permute_implicit_current_processing_rank_id", "collective_permute_implicit_reduce",
     "rank_id", "reduce_scatter",
 ]  # fmt: skip
-#: AWS's collectives (nki-signatures.txt, SDK 2.29 and HEAD): every public name but the group type, bound below.
-_NAMES = tuple(n for n in __all__ if n != "ReplicaGroup")
+#: AWS's collectives (nki-signatures.txt, SDK 2.29 and HEAD): every public name but the group type, bound at the end.
 
 
 class ReplicaGroup:
@@ -66,4 +65,14 @@ def _not_emulated(name: str) -> Callable[..., Any]:
     return call
 
 
-globals().update({name: _not_emulated(name) for name in _NAMES})
+all_gather = _not_emulated("all_gather")
+all_gather_v = _not_emulated("all_gather_v")
+all_reduce = _not_emulated("all_reduce")
+all_to_all = _not_emulated("all_to_all")
+all_to_all_v = _not_emulated("all_to_all_v")
+collective_permute = _not_emulated("collective_permute")
+collective_permute_implicit = _not_emulated("collective_permute_implicit")
+collective_permute_implicit_current_processing_rank_id = _not_emulated("collective_permute_implicit_current_processing_rank_id")
+collective_permute_implicit_reduce = _not_emulated("collective_permute_implicit_reduce")
+rank_id = _not_emulated("rank_id")
+reduce_scatter = _not_emulated("reduce_scatter")

@@ -13,13 +13,13 @@ import warnings
 from types import CodeType, FrameType
 
 __all__ = [
-    "NkiError",
-    "NkiValidationError",
     "NkiCapacityError",
-    "NkiUnsupportedError",
+    "NkiError",
     "NkiOutOfBoundsError",
-    "NkiTypeError",
     "NkiRuntimeError",
+    "NkiTypeError",
+    "NkiUnsupportedError",
+    "NkiValidationError",
     "NkiWarning",
     "kernel_frame",
     "kernel_location",

@@ -21,15 +21,15 @@ import numpy as np
 from . import dtypes as dt
 from . import memory
 from .errors import NkiRuntimeError, NkiTypeError, NkiValidationError
+from .fast import enabled as fast_enabled
+from .lnc import Scheduler
 from .memory import KernelContext, hbm
 from .ops import flush_matmul_group
 from .targets import Target, get_target
 from .tensor import NkiTensor
-from .fast import enabled as fast_enabled
-from .lnc import Scheduler
 from .trace import Trace, collector_paused
 
-__all__ = ["Kernel", "jit", "simulate", "run_kernel", "RunResult", "ShapeSpec", "torch_to_numpy", "numpy_to_torch"]
+__all__ = ["Kernel", "RunResult", "ShapeSpec", "jit", "numpy_to_torch", "run_kernel", "simulate", "torch_to_numpy"]
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,7 @@ def numpy_to_torch(a: np.ndarray) -> Any:
 class _Arg:
     """Bookkeeping for one array argument: its alloc and how to write back in-place updates."""
 
-    __slots__ = ("alloc", "original", "copied")
+    __slots__ = ("alloc", "copied", "original")
 
     def __init__(self, alloc: memory.Alloc, original: np.ndarray | None, copied: bool) -> None:
         self.alloc = alloc

@@ -22,8 +22,8 @@ from .alu import not_on_hardware as _not_on_hardware
 from .dtypes import (  # noqa: F401  (re-exported as nl.float32 etc.)
     bfloat16,
     bool_,
-    float8_e4m3,
     float4_e2m1fn_x4,
+    float8_e4m3,
     float8_e4m3fn,
     float8_e4m3fn_x4,
     float8_e5m2,
@@ -573,7 +573,7 @@ mish = _make_unary("mish", "x · tanh(softplus(x)).")
 erf = _make_unary("erf", "Error function.")
 erf_dx = _make_unary("erf_dx", "Derivative of erf.")
 sign = _make_unary("sign", "Sign of x.")
-abs = _make_unary("abs", "|x|.")  # noqa: A001
+abs = _make_unary("abs", "|x|.")
 square = _make_unary("square", "x².")
 negative = _make_unary("negative", "-x.")
 floor = _make_unary("floor", "Round down.")
@@ -602,19 +602,19 @@ _REDUCE_OP = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multipl
 
 
 @lowering("tensor_reduce", example="nl.sum(x, axis=1)")
-def sum(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **kwargs: Any) -> NkiTensor:  # noqa: A001
+def sum(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **kwargs: Any) -> NkiTensor:
     """Sum along free axes."""
     return _reduce("sum", x, axis, dtype, keepdims)
 
 
 @lowering("tensor_reduce", example="nl.max(x, axis=1)")
-def max(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **kwargs: Any) -> NkiTensor:  # noqa: A001
+def max(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **kwargs: Any) -> NkiTensor:
     """Maximum along free axes."""
     return _reduce("max", x, axis, dtype, keepdims)
 
 
 @lowering("tensor_reduce", example="nl.min(x, axis=1)")
-def min(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **kwargs: Any) -> NkiTensor:  # noqa: A001
+def min(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **kwargs: Any) -> NkiTensor:
     """Minimum along free axes."""
     return _reduce("min", x, axis, dtype, keepdims)
 
@@ -626,7 +626,7 @@ def prod(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **kwargs:
 
 
 @lowering("tensor_reduce", example="nl.all(x, axis=1)")
-def all(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **kwargs: Any) -> NkiTensor:  # noqa: A001
+def all(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **kwargs: Any) -> NkiTensor:
     """1 where every element along the axes is non-zero."""
     return _reduce("all", x, axis, dtype, keepdims)
 

@@ -224,7 +224,7 @@ class Scheduler:
         try:
             t = ProgramThread(self, p)
             t.start()
-        except Exception as e:  # a process that refuses threads (a sandbox stricter than nkiagent's own)
+        except Exception as e:  # noqa: BLE001 — a process that refuses threads (a sandbox stricter than nkiagent's own)
             p.state = _PENDING
             self.turn = p.resumer
             raise NkiUnsupportedError(
@@ -244,7 +244,7 @@ class Scheduler:
             p.result = self.body(p.pid)
         except _Aborted:
             pass
-        except BaseException as e:  # handed to the program that resumed this one, which raises it
+        except BaseException as e:  # noqa: BLE001 — handed to the program that resumed this one, which raises it
             if not self.aborting:
                 self.error = e
         finally:

@@ -24,19 +24,19 @@ from .targets import Target
 from .trace import Access, Trace
 
 __all__ = [
-    "Buffer",
-    "sbuf",
-    "psum",
-    "hbm",
-    "shared_hbm",
-    "private_hbm",
     "BUFFERS",
     "Alloc",
-    "LazyCopy",
+    "Buffer",
     "KernelContext",
+    "LazyCopy",
     "current",
+    "hbm",
     "plain_ints",
+    "private_hbm",
+    "psum",
     "running",
+    "sbuf",
+    "shared_hbm",
 ]
 
 
@@ -72,34 +72,34 @@ class Alloc:
     """Storage of one allocation. Partition dim is ``shape[pdim]`` on chip; HBM is flat."""
 
     __slots__ = (
-        "uid",
-        "name",
-        "memory",
-        "on_chip",
-        "dtype",
-        "shape",
-        "pdim",
-        "_buf",
-        "fresh",
-        "unit",
-        "cover",
-        "itemsize",
-        "partitions",
-        "bytes_pp",
-        "address",
-        "acc_open",
-        "written",
-        "is_input",
-        "rec",
-        "version",
-        "f32c",
-        "convert_once",
-        "pending",
-        "fill",
-        "lazy",
-        "readers",
-        "metas",
         "__weakref__",
+        "_buf",
+        "acc_open",
+        "address",
+        "bytes_pp",
+        "convert_once",
+        "cover",
+        "dtype",
+        "f32c",
+        "fill",
+        "fresh",
+        "is_input",
+        "itemsize",
+        "lazy",
+        "memory",
+        "metas",
+        "name",
+        "on_chip",
+        "partitions",
+        "pdim",
+        "pending",
+        "readers",
+        "rec",
+        "shape",
+        "uid",
+        "unit",
+        "version",
+        "written",
     )
 
     def __init__(self, uid: int, name: str, memory: str, dtype: np.dtype, shape: tuple[int, ...], pdim: int, compute: bool) -> None:
@@ -307,7 +307,7 @@ class LazyCopy:
     quickly which reads it may concern. It holds no reference to the destination tensor.
     """
 
-    __slots__ = ("offset", "shape", "strides", "region", "source", "origin", "order")
+    __slots__ = ("offset", "order", "origin", "region", "shape", "source", "strides")
 
     def __init__(
         self, offset: int, shape: tuple[int, ...], strides: tuple[int, ...], region: Any, source: np.ndarray, origin: Alloc
@@ -349,7 +349,7 @@ class AccOpen:
     that is one flag; a per-element mask is made only once parts of the tile differ.
     """
 
-    __slots__ = ("size", "state", "mask")
+    __slots__ = ("mask", "size", "state")
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -388,7 +388,7 @@ class OnChipRecord:
     compiler's liveness analysis.
     """
 
-    __slots__ = ("uid", "memory", "bytes_pp", "first", "last", "name", "shape", "dtype", "location", "address", "manual", "program")
+    __slots__ = ("address", "bytes_pp", "dtype", "first", "last", "location", "manual", "memory", "name", "program", "shape", "uid")
 
     def __init__(self, alloc: Alloc, location: str, manual: bool, program: tuple[int, ...] = ()) -> None:
         self.program = program  #: the SPMD program that allocated it: only that program's instructions may touch it

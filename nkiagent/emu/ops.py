@@ -24,28 +24,28 @@ from .trace import Access, Instruction, Region, pseudo_access
 
 __all__ = [
     "CHECKED_GEOMETRIES_MAX",
+    "F32",
     "Checked",
     "MatmulGroup",
-    "flush_matmul_group",
-    "record",
-    "tile",
-    "require_tensor",
+    "accumulate_into",
+    "assign",
+    "axis_tuple",
+    "check_compute_operand",
     "check_memory",
     "check_partitions",
     "check_same_shape_pp",
-    "check_compute_operand",
-    "f32",
-    "F32",
-    "write",
-    "mark_written",
-    "assign",
     "convert",
-    "accumulate_into",
     "data_read",
+    "f32",
+    "flush_matmul_group",
+    "mark_written",
     "read_scalar_index",
     "read_vector_index",
+    "record",
+    "require_tensor",
     "scalar_or_column",
-    "axis_tuple",
+    "tile",
+    "write",
 ]
 
 ON_CHIP = frozenset({"sbuf", "psum"})
@@ -297,7 +297,7 @@ def _fmt(t: NkiTensor, role: str) -> str:
 
 def check_same_shape_pp(op: str, named: Sequence[tuple[str, NkiTensor]]) -> None:
     """Same partition count and same elements per partition (no broadcasting)."""
-    first_role, first = named[0]
+    _, first = named[0]
     shape = first._shape
     for _, t in named:
         if t._shape != shape:
@@ -365,9 +365,7 @@ def check_compute_operand(ctx: KernelContext, op: str, role: str, t: Any, engine
         t._ok = ok
     if ok is not None and key in ok:
         return t
-    if engine == "gpsimd":
-        allowed = allowed & SBUF_ONLY
-    elif engine == "tensor" and role != "dst":
+    if engine == "gpsimd" or engine == "tensor" and role != "dst":
         allowed = allowed & SBUF_ONLY
     check_memory(op, role, t, allowed)
     check_partitions(ctx, op, role, t)
@@ -586,9 +584,9 @@ def not_emulated(name: str, module: str, available: Iterable[str]) -> NkiUnsuppo
     )
 
 
-import nkiagent.emu.tensor as _tensor  # noqa: E402  (the hook needs flush_matmul_group defined)
+import nkiagent.emu.tensor as _tensor
 
-from .fast.matmul import MatmulGroup, flush_matmul_group  # noqa: E402  (it reads f32 from here)
+from .fast.matmul import MatmulGroup, flush_matmul_group
 
 
 def _flush_current() -> None:

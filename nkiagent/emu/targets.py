@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-__all__ = ["Target", "TARGETS", "get_target", "default_target_name"]
+__all__ = ["TARGETS", "Target", "default_target_name", "get_target"]
 
 
 @dataclass(frozen=True, slots=True)

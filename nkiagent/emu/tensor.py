@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
 from . import dtypes as dt
-from .errors import NkiOutOfBoundsError, NkiTypeError, NkiUnsupportedError, NkiValidationError
 from . import memory as _memory
 from .dialect import MODERN, Dialect
-from .memory import Alloc, Buffer, BUFFERS
+from .errors import NkiOutOfBoundsError, NkiTypeError, NkiUnsupportedError, NkiValidationError
+from .memory import BUFFERS, Alloc, Buffer
 from .trace import Region
 
 __all__ = ["DynSlice", "NkiTensor", "ds"]
@@ -44,7 +44,7 @@ flush_hook: Any = None
 class DynSlice:
     """``nl.ds(start, size)``: the slice ``start : start + size``."""
 
-    __slots__ = ("start", "size")
+    __slots__ = ("size", "start")
 
     def __init__(self, start: Any, size: int) -> None:
         self.start = start
@@ -134,8 +134,25 @@ def _simple_geometry(
 class NkiTensor:
     """A view of an allocation. See the module docstring for what it refuses to do."""
 
-    __slots__ = ("_a", "_shape", "_strides", "_offset", "_dtype", "_addr", "_valid", "_npv", "_meta", "_ok", "_sp", "_rg", "_lg", "_vc", "_cv", "_ix",
-                 "__weakref__")
+    __slots__ = (
+        "__weakref__",
+        "_a",
+        "_addr",
+        "_cv",
+        "_dtype",
+        "_ix",
+        "_lg",
+        "_meta",
+        "_npv",
+        "_offset",
+        "_ok",
+        "_rg",
+        "_shape",
+        "_sp",
+        "_strides",
+        "_valid",
+        "_vc",
+    )
     __array_ufunc__ = None  # NumPy ufuncs on tiles raise TypeError: no free host compute.
     __array_priority__ = 1000
 
@@ -891,25 +908,25 @@ class NkiTensor:
     def __gt__(self, o: Any) -> Any: return self._bin("greater", o)
     def __ge__(self, o: Any) -> Any: return self._bin("greater_equal", o)
     # ``t == None`` / ``t != None`` are Python's identity questions (is the optional tensor given?), not element-wise ops
-    def __eq__(self, o: Any) -> Any: return False if o is None else self._bin("equal", o)  # type: ignore[override]
-    def __ne__(self, o: Any) -> Any: return True if o is None else self._bin("not_equal", o)  # type: ignore[override]
+    def __eq__(self, o: object) -> Any: return False if o is None else self._bin("equal", o)  # type: ignore[override]
+    def __ne__(self, o: object) -> Any: return True if o is None else self._bin("not_equal", o)  # type: ignore[override]
     def __neg__(self) -> Any: return _unary("negative", self)
     def __abs__(self) -> Any: return _unary("abs", self)
     def __invert__(self) -> Any: return _unary("invert", self)
 
-    def __iadd__(self, o: Any) -> NkiTensor:
+    def __iadd__(self, o: Any) -> Self:
         from .ops import accumulate_into
 
         accumulate_into(self, o, "add")
         return self
 
-    def __isub__(self, o: Any) -> NkiTensor:
+    def __isub__(self, o: Any) -> Self:
         from .ops import accumulate_into
 
         accumulate_into(self, o, "subtract")
         return self
 
-    def __imul__(self, o: Any) -> NkiTensor:
+    def __imul__(self, o: Any) -> Self:
         from .ops import accumulate_into
 
         accumulate_into(self, o, "multiply")

@@ -164,8 +164,10 @@ def test_every_registered_op_refuses_every_engine_its_declaration_lacks(op: str,
         where = f" on {target} (NeuronCore-v{TARGETS[target]})" if member in REGISTRY[op].engines else ""
         assert (info.value.code, info.value.message) == (
             "err_unsupported_engine",
-            f"Expected '{op}' to run on engine '{'|'.join(allowed)}'{where}, but got engine '{member}' instead; pass "
-            f"{' or '.join(f'engine=nisa.engine.{e}' for e in allowed)}, or leave engine unset{REGISTRY[op].placement.hint}",
+            (
+                f"Expected '{op}' to run on engine '{'|'.join(allowed)}'{where}, but got engine '{member}' instead; pass "
+                f"{' or '.join(f'engine=nisa.engine.{e}' for e in allowed)}, or leave engine unset{REGISTRY[op].placement.hint}"
+            ),
         )
 
 

@@ -15,7 +15,7 @@ import nki.language as nl
 import numpy as np
 import pytest
 
-import nkiagent.emu as emu
+from nkiagent import emu
 from nkiagent.emu import NkiError, NkiWarning
 
 FP32_MIN = float(np.finfo(np.float32).min)
@@ -482,7 +482,7 @@ def test_range_select_chains_the_accumulator() -> None:
     def k(a, b0, b1):
         x, y, z = _sb(a), _tile(a.shape), _tile(a.shape)
         r, m = _tile(a.shape), _tile((a.shape[0], 1))
-        ops = dict(comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=_sb(b0), bound1=_sb(b1))
+        ops = {"comp_op0": nl.greater_equal, "comp_op1": nl.less, "bound0": _sb(b0), "bound1": _sb(b1)}
         nisa.range_select(dst=r, on_true_tile=x, range_start=32, **ops)
         nisa.tensor_scalar(dst=y, data=x, op0=nl.add, operand0=1.0)
         nisa.range_select(dst=r, on_true_tile=y, range_start=32 + 128, reduce_cmd=nisa.reduce_cmd.reduce, **ops)

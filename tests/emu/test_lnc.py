@@ -279,8 +279,8 @@ def _calling(call):
         (lambda a, t, small, me: nisa.core_barrier(a, cores=(0, 2)), "err_core_barrier_cores",
          "only cores=(0, 1) (or a single core) is supported"),
         (lambda a, t, small, me: nisa.core_barrier(a, cores=(0, 1), engine=nisa.engine.vector), "err_unsupported_engine",
-         "Expected 'core_barrier' to run on engine 'gpsimd', but got engine 'vector' instead; pass engine=nisa.engine.gpsimd, "
-         "or leave engine unset (its page names GpSimd, the default, and no other engine)"),
+         ("Expected 'core_barrier' to run on engine 'gpsimd', but got engine 'vector' instead; pass engine=nisa.engine.gpsimd, "
+          "or leave engine unset (its page names GpSimd, the default, and no other engine)")),
         (lambda a, t, small, me: nisa.sendrecv(src=t if me == 0 else small, dst=t if me == 0 else small, send_to_rank=1 - me,
                                                recv_from_rank=1 - me, pipe_id=0),
          "err_sendrecv_mismatch", "sendrecv dst [128, 2] float32 cannot hold the tile rank 0 sent at "),

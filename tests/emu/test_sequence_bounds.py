@@ -15,7 +15,7 @@ import nki.language as nl
 import numpy as np
 import pytest
 
-import nkiagent.emu as emu
+from nkiagent import emu
 
 
 def _reference(ids: np.ndarray) -> np.ndarray:

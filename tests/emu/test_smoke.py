@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-import nkiagent.emu as emu
+from nkiagent import emu
 
 
 def _load_example(name: str):

@@ -7,15 +7,14 @@ import functools
 import numpy as np
 import pytest
 
-import nkiagent.emu as emu
-from nkiagent import shim
+from nkiagent import emu, shim
 
 shim.install()
-import nki  # noqa: E402
-import nki.isa as nisa  # noqa: E402
-import nki.language as nl  # noqa: E402
+import nki
+import nki.isa as nisa
+import nki.language as nl
 
-from nkiagent.emu.errors import NkiError  # noqa: E402
+from nkiagent.emu.errors import NkiError
 
 P, BLOCK = 128, 384
 
@@ -59,7 +58,7 @@ def test_a_jit_kernel_may_not_launch_a_grid_inside_itself() -> None:
         emu.run_kernel(outer, (a, a), target="trn2")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _shared_tile(width: int):
     return nl.ndarray((P, width), dtype=nl.float32, buffer=nl.sbuf)
 

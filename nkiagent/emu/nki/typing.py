@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["tensor", "mutable_tensor", "scalar"]
+__all__ = ["mutable_tensor", "scalar", "tensor"]
 
 
 class _Annotation:

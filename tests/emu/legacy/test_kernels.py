@@ -634,7 +634,7 @@ def test_affine_select_reads_a_psum_tile() -> None:
 @nki.jit
 def gram_of_transposed(x):
     """``nisa.nc_matmul`` fed ``nisa.nc_transpose``'s PSUM result directly (flash attention bwd's ``trans_dy``)."""
-    n, d = x.shape
+    n = x.shape[0]
     out = nl.ndarray((n, n), dtype=nl.float32, buffer=nl.shared_hbm)
     x_t = nisa.nc_transpose(nl.load(x))  # [d, n] in PSUM
     acc = nl.zeros((n, n), dtype=nl.float32, buffer=nl.psum)
@@ -698,7 +698,6 @@ def test_gather_with_an_index_tile() -> None:
 @nki.jit
 def window_argmax_mask(x):
     """``nl.equal`` of a ``[P, W, 1, 1]`` window maximum with the ``[P, W, 2, 2]`` windows: free dims broadcast as in NumPy."""
-    p, w = x.shape[0], x.shape[1]
     out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
     win = nl.load(x)
     best = nl.max(win, axis=[2, 3], keepdims=True)
