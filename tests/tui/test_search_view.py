@@ -38,7 +38,9 @@ async def test_search_command_shows_progress_leaderboard_and_islands(tmp_path: P
         notes = [str(s.render()) for s in app.conversation.query(Static)]
         assert any("/search needs a task" in n for n in notes)
         await pilot.press(*"/search evolve 6 vector_add", "enter")
-        await wait_for(pilot, lambda: app.searching, timeout=5, what="the search to start")
+        await wait_for(
+            pilot, lambda: app.searching, timeout=60, what="the search to start"
+        )  # a bound for a hang, not a speed test: loaded CI machines are slow
         assert app.main(TabbedContent).active == "search"
         await wait_for(pilot, lambda: not app.searching, timeout=120, what="the search to finish")
         view = app.main(SearchView)
