@@ -1,6 +1,6 @@
 """Demo starting kernel for softmax: the baseline's instruction sequence, with two fusions behind switches.
 
-``builtin/tuner`` flips the ``# nkiagent: tune`` booleans. With both off this is the task's
+The ``# nkiagent: tune`` booleans are switches to edit (``nkiagent demo``'s offline tuner model flips them). With both off this is the task's
 baseline: per 128-row tile VectorE makes four full passes (max, subtract, sum, multiply) and
 bounds the kernel. ``FUSE_EXP_SUM`` folds the subtraction into ScalarE's ``exp`` as a bias
 (the row max, negated by the reduction) and takes the row sum from the same instruction;

@@ -1,7 +1,7 @@
 """Demo starting kernel for vector_add: correct, deliberately untuned, with its knobs declared.
 
-``nkiagent demo`` starts from this file and lets ``builtin/tuner`` sweep the constants marked
-``# nkiagent: tune``. The defaults move 512-byte runs per partition per DMA (128 fp32
+``nkiagent demo`` starts from this file and lets its offline tuner model sweep the constants marked
+``# nkiagent: tune`` (any model may edit them). The defaults move 512-byte runs per partition per DMA (128 fp32
 columns), where the DMA engine is overhead-bound, so the kernel starts well behind the
 task's baseline (128 × 512 tiles). Wider tiles up to whole rows reach full DMA bandwidth.
 ``ROWS_PER_PARTITION`` gives each partition several consecutive rows per DMA: fewer, longer
