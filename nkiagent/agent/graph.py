@@ -421,6 +421,8 @@ def _result(data: dict[str, Any]) -> dict[str, Any]:
         "timing_source": ev.get("timing_source"),
         "reasons": ev.get("reasons", [])[:3],
         "speedup_vs": ev.get("speedup_vs"),
+        "sol_latency_us": ev.get("sol_latency_us"),
+        "fraction_of_peak": ev.get("fraction_of_peak"),
     }
 
 

@@ -11,7 +11,7 @@ __all__ = ["cost_model_pages"]
 
 
 def cost_model_pages() -> list[tuple[str, str]]:
-    """(title, body) pages: the DMA cost curve per target, and the scheduling model."""
+    """(title, body) pages: the DMA cost curve per target, the scheduling model, and what a view of a tensor costs."""
     from ..perf.cost import dma_efficiency
     from ..perf.specs import get_spec
     from ..perf.timeline import LOOKAHEAD
@@ -51,4 +51,21 @@ def cost_model_pages() -> list[tuple[str, str]]:
   bank are pipelined by TensorE without it.
 - The profile's critical path is this chain: each step starts after its operands or after its engine; idle engines
   say which instruction they waited for. The latency is when the last instruction ends."""
-    return [("cost model: DMA timing, queues and bandwidth", dma), ("cost model: scheduling, dependences and instruction order", sched)]
+    views = f"""Views of a tensor (HBM or on-chip): reshape, slice, permute, broadcast, bit-cast — no data moves:
+- `x.reshape((a, b, ...))` views a tensor with a new shape of the same element count, e.g. an HBM input [N, D] as
+  [N // 128, 128, D] to index 128-row tiles as `x3[i]`; it is refused (`err_reshape_not_view`) when the view's strides
+  cannot express the new shape without a copy (a reshape of a transposed or strided slice). `reshape_dim(dim, shape)`
+  and `flatten_dims(start, end)` reshape one run of dims.
+- Indexing and slicing (`x[i]`, `x[a:b, c:d]`, `x.slice(dim, start, end, step)`, `x.select(dim, i)`) and
+  `x.permute(dims)`, `x.broadcast(dim, size)` (a size-1 dim, stride 0), `x.expand_dim(dim)`, `x.squeeze_dim(dim)`
+  are views too; `x.view(dtype)` reinterprets the bits (the last dim rescales by the size ratio); `x.ap(pattern,
+  offset)` is an explicit [[stride, count], ...] access pattern over the underlying storage.
+- A view costs nothing itself; the DMA that reads or writes it is priced by its contiguous run per partition (see the
+  DMA timing page): a permuted or column-sliced HBM view gives short runs, e.g. a 4-byte element per run is
+  {100 * dma_efficiency(4, trn2):.0f}% efficient on trn2, while whole rows of ≥ {trn2.dma_full_chunk} B run at full rate.
+- `x.astype(dtype)` is not a view: it is a recorded copy into a new tile."""
+    return [
+        ("cost model: DMA timing, queues and bandwidth", dma),
+        ("cost model: scheduling, dependences and instruction order", sched),
+        ("tensor views: reshape, slice, permute, broadcast and bit-cast of HBM tensors", views),
+    ]

@@ -184,8 +184,14 @@ def _summary(outcome: Any, t0: float, as_json: bool, to_stderr: bool = False, wo
             speed = (
                 f", speedup {result['speedup']:.3f}× vs {result.get('speedup_vs') or 'the task baseline'}" if result.get("speedup") else ""
             )
+            frac = result.get("fraction_of_peak")
+            sol = (
+                f", {100 * frac:.1f}% of the {result['sol_latency_us']:,.2f} µs speed of light"
+                if frac and result.get("sol_latency_us")
+                else ""
+            )
             print(
-                f"submitted: {result['path']} — pass, {result['latency_us']:,.2f} µs ({result.get('timing_source') or 'emulator-estimate'}){speed} "
+                f"submitted: {result['path']} — pass, {result['latency_us']:,.2f} µs ({result.get('timing_source') or 'emulator-estimate'}){speed}{sol} "
                 "(full verification)"
             )
         else:

@@ -98,6 +98,8 @@ def test_review_feedback_renders_with_or_without_the_reviewers_words(raw: dict[s
         ("how are DMA transfers timed, queues and bandwidth", "cost model: DMA timing, queues and bandwidth"),
         ("does instruction order matter, dependences", "cost model: scheduling, dependences and instruction order"),
         ("affine_select causal mask", "nisa.affine_select (selection and top-8)"),
+        # a trial model's words; the answer was eight unrelated instruction pages before the views page existed
+        ("reshape HBM tensor view access pattern", "tensor views: reshape, slice, permute, broadcast and bit-cast of HBM tensors"),
     ],
 )
 def test_nki_docs_answers_with_what_the_system_prompt_does_not_hold(query: str, first: str) -> None:

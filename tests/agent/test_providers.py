@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -107,6 +108,11 @@ def test_key_variable_from_the_config_is_sent(
     code, out, _err = _run(ws, capsys, api_base=srv.url)
     assert srv.requests[0]["headers"]["authorization"] == "Bearer sk-right"
     assert "submitted: as is" in out and code == 0  # the submit's own verification passed: a passing kernel, exit 0
+    # the result line gives the submitted kernel's share of the speed of light, as every evaluation did (a trial model missed it)
+    assert re.search(
+        r"submitted: kernels/\S+ — pass, [\d.,]+ µs \(emulator-estimate\).*, [\d.]+% of the [\d.,]+ µs speed of light \(full verification\)",
+        out,
+    )
 
 
 def test_server_down_is_retried_visibly_then_reported(
