@@ -91,7 +91,7 @@ def _cost_tables() -> list[str]:
     ops32, ops16 = engine_table("trn2", "float32"), engine_table("trn2", "bfloat16")
     ops = "; ".join(f"{a.label} {a.busy_ns:.0f} / {b.busy_ns:.0f}" for a, b in zip(ops32, ops16))
     dma = (
-        f"- A DMA takes {trn2.dma_fixed_ns:g} ns fixed ({trn2.dma_hwdge_fixed_ns:g} ns with dge_mode=hwdge, trn2+) + bytes / (queues × "
+        f"- A DMA takes {trn2.dma_fixed_ns:g} ns fixed ({trn2.dma_hwdge_fixed_ns:g} ns with dge_mode=hwdge, trn2+, which copies without casting: equal dtypes) + bytes / (queues × "
         f"{per_queue} B/ns per queue on trn1 / trn2 / trn3 × efficiency). Its queues are busy only {trn2.dma_issue_ns:g} ns + the "
         "transfer: the fixed part is latency, hidden behind other DMAs in flight (so hwdge gains only where nothing else is "
         "moving), while each extra DMA costs its queues that issue time. Queues: one per 8 partitions of its SBUF side "

@@ -159,7 +159,9 @@ def _hot_lines(trace: Trace, timeline: Timeline, top: int = 5) -> list[dict[str,
         rec[0] += c.busy_ns
         rec[1] += 1
     ranked = sorted(per.items(), key=lambda kv: -kv[1][0])[:top]
-    return [{"location": loc, "engine": ENGINE_LABELS[eng], "busy_us": round(v[0] / 1e3, 3), "count": int(v[1])} for (loc, eng), v in ranked]
+    return [
+        {"location": loc, "engine": ENGINE_LABELS[eng], "busy_us": round(v[0] / 1e3, 3), "count": int(v[1])} for (loc, eng), v in ranked
+    ]
 
 
 def _bottleneck(p: Profile) -> str:
@@ -178,8 +180,9 @@ def _operands(ins: Instruction) -> list[Access]:
     return [a for a in ins.reads + ins.writes if is_data(a)]
 
 
-def _advice(trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile, path: list[int], precision: str,
-            sol: SpeedOfLight | None) -> list[str]:
+def _advice(
+    trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile, path: list[int], precision: str, sol: SpeedOfLight | None
+) -> list[str]:
     """Rules from the NKI performance guide (§4.4), each with the numbers that triggered it.
 
     Only rules about the critical path fire (shortening anything else cannot lower the latency),
@@ -208,7 +211,11 @@ def _advice(trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile, pa
     min_bytes = sol.hbm_ns * dma_peak_bytes_per_ns(spec) if sol is not None and sol.hbm_ns else 0.0
     if p.bottleneck.startswith("memory") and leads("dma", 0.5) and dma_stat is not None:
         if not min_bytes or hbm > 1.2 * min_bytes:
-            extra = f", and the kernel moves {hbm / min_bytes:.1f}× the task's minimum HBM traffic ({min_bytes / 2**20:.2f} MiB)" if min_bytes else ""
+            extra = (
+                f", and the kernel moves {hbm / min_bytes:.1f}× the task's minimum HBM traffic ({min_bytes / 2**20:.2f} MiB)"
+                if min_bytes
+                else ""
+            )
             if pe is not None and pe.instructions:
                 out.append(
                     f"memory-bound: DMA queues are {dma_stat.active_pct:.0f}% busy while TensorE is {pe.active_pct:.0f}% active{extra}; "
@@ -216,7 +223,9 @@ def _advice(trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile, pa
                     "and overlap loads with compute"
                 )
             else:
-                out.append(f"memory-bound: DMA queues are {dma_stat.active_pct:.0f}% busy{extra}; move fewer bytes or move them in larger transfers")
+                out.append(
+                    f"memory-bound: DMA queues are {dma_stat.active_pct:.0f}% busy{extra}; move fewer bytes or move them in larger transfers"
+                )
         elif dma_stat.active_pct < 95.0:  # the queues idle a real share of the time at the start and end; else queued stores fill the tail
             first = next((events[i] for i in path if events[i].engine != "dma"), None)
             last = next((events[i] for i in reversed(path) if events[i].engine != "dma"), None)
@@ -259,40 +268,68 @@ def _advice(trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile, pa
     matmuls = [(i, c) for i, c in pairs if i.op == "nc_matmul"]
     fp32_mm = sum(1 for i, _ in matmuls if i.attrs.get("fp32"))
     if fp32_mm and leads("tensor") and precision != "float32":
-        out.append(f"fp32 matmul: {fp32_mm} nc_matmul instructions use fp32 operands (1/4 of bf16 rate on TensorE); cast operands to bfloat16 — "
-                   "PSUM still accumulates in fp32")
+        allowed = " (this task's tolerance allows bf16 operands)" if precision == "bfloat16" else ""
+        out.append(
+            f"fp32 matmul: {fp32_mm} nc_matmul instructions use fp32 operands (1/4 of bf16 rate on TensorE); cast operands to bfloat16"
+            f"{allowed} — PSUM still accumulates in fp32"
+        )
     thin = [(i, c) for i, c in matmuls if i.attrs.get("K", 128) < 128 or i.attrs.get("M", 128) < 128]
     if thin and len(thin) * 2 > len(matmuls) and leads("tensor"):
         i0 = thin[0][0]
-        out.append(f"TensorE underused: most matmuls use K={i0.attrs.get('K')} rows and M={i0.attrs.get('M')} columns of the 128×128 array; tile K and M to 128")
-    transposes = [i for i, _ in pairs if i.op == "dma_transpose"]
-    if transposes and any(i.seq in on_path for i in transposes):
-        out.append(f"DMA transposes: {len(transposes)} dma_transpose/load_transpose2d instructions are slow on DMA; load normally and transpose on "
-                   "TensorE (nc_transpose) — Opt #10")
+        out.append(
+            f"TensorE underused: most matmuls use K={i0.attrs.get('K')} rows and M={i0.attrs.get('M')} columns of the 128×128 array; tile K and M to 128"
+        )
+    # slow only where the cost model makes them slow: trn1 (element-sized runs) and on-chip sources (half a copy's
+    # rate); from HBM on trn2/trn3 a transpose runs at 90% of a copy's rate, and TensorE's route adds a PSUM copy
+    slow = [
+        i
+        for i in (i for i, _ in pairs if i.op == "dma_transpose")
+        if i.seq in on_path and (spec.name == "trn1" or (i.reads and i.reads[0].memory in ("sbuf", "psum")))
+    ]
+    if slow:
+        why = (
+            "run at the element size's DMA efficiency on trn1"
+            if spec.name == "trn1"
+            else "from on-chip memory run at half a copy's DMA rate"
+        )
+        out.append(
+            f"DMA transposes: {len(slow)} dma_transpose/load_transpose2d instructions on the critical path {why}; load normally and "
+            "transpose on TensorE (nc_transpose) — Opt #10"
+        )
     compute = [(i, c) for i, c in pairs if c.engine in ("vector", "scalar", "gpsimd")]
     comp_time = sum(c.busy_ns for _, c in compute) or 1.0
     compute_leads = leads("vector") or leads("scalar") or leads("gpsimd")
     narrow = sum(c.busy_ns for i, c in compute if max((a.partitions for a in _operands(i)), default=128) < 128)
     if compute and compute_leads and narrow / comp_time > 0.25:
-        out.append(f"partitions: {100 * narrow / comp_time:.0f}% of Vector/Scalar/GpSimd time runs on fewer than 128 partitions; their cost does "
-                   "not shrink with fewer partitions — use all 128 (Opt #5b)")
+        out.append(
+            f"partitions: {100 * narrow / comp_time:.0f}% of Vector/Scalar/GpSimd time runs on fewer than 128 partitions; their cost does "
+            "not shrink with fewer partitions — use all 128 (Opt #5b)"
+        )
     tiny = sum(c.busy_ns for i, c in compute if max((a.elems_per_partition for a in _operands(i)), default=0) < 128)
     if compute and compute_leads and tiny / comp_time > 0.25:
-        out.append(f"tiny instructions: {100 * tiny / comp_time:.0f}% of Vector/Scalar/GpSimd time is in instructions with < 128 elements per "
-                   "partition, where fixed overhead dominates; fuse or batch them (Opt #5a, #6)")
+        out.append(
+            f"tiny instructions: {100 * tiny / comp_time:.0f}% of Vector/Scalar/GpSimd time is in instructions with < 128 elements per "
+            "partition, where fixed overhead dominates; fuse or batch them (Opt #5a, #6)"
+        )
     busiest = max(("vector", "scalar", "gpsimd"), key=lambda e: path_ns.get(e, 0.0))
     stat = p.engines.get(ENGINE_LABELS[busiest])
     # only where that engine, not DMA, is the more loaded resource: with the queues busier, the latency cannot fall below
     # their busy time, and moving element-wise work between engines only sends a model on a pointless rewrite
     if stat is not None and stat.active_pct > 50.0 and leads(busiest, 0.4) and (dma_stat is None or stat.active_pct >= dma_stat.active_pct):
-        idle = [(n, st) for n, st in p.engines.items() if n in ("VectorE", "ScalarE", "GpSimd") and n != ENGINE_LABELS[busiest] and st.active_pct < 40.0]
+        idle = [
+            (n, st)
+            for n, st in p.engines.items()
+            if n in ("VectorE", "ScalarE", "GpSimd") and n != ENGINE_LABELS[busiest] and st.active_pct < 40.0
+        ]
         if idle:
             hot = max((h for h in p.hot_lines if h["engine"] == ENGINE_LABELS[busiest]), key=lambda h: h["busy_us"], default=None)
             where = f" (the most at {hot['location']}, {hot['busy_us']:.2f} µs)" if hot else ""
             others = ", ".join(f"{n} {st.active_pct:.0f}%" for n, st in idle)
-            out.append(f"engine balance: {ENGINE_LABELS[busiest]} is {stat.active_pct:.0f}% busy and does most of the critical path's work{where} "
-                       f"while {others} busy; move part of its element-wise work to them (ScalarE `activation` applies scale and bias too; "
-                       "GpSimd runs the same ALU ops more slowly) so the engines share the time")
+            out.append(
+                f"engine balance: {ENGINE_LABELS[busiest]} is {stat.active_pct:.0f}% busy and does most of the critical path's work{where} "
+                f"while {others} busy; move part of its element-wise work to them (ScalarE `activation` applies scale and bias too; "
+                "GpSimd runs the same ALU ops more slowly) so the engines share the time"
+            )
     # VectorE summing matmul results itself: adds a matmul's PSUM tile into an SBUF tile it also reads (acc += psum);
     # a PSUM-parked operand (a broadcast weight multiplied in) is not an evacuation to block
     matmul_psum = {a.region.alloc for i, _ in matmuls for a in i.writes}
@@ -303,13 +340,19 @@ def _advice(trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile, pa
         and any(w.memory != "psum" and any(r.region.alloc == w.region.alloc for r in i.reads) for w in i.writes)
     )  # fmt: skip
     if matmuls and psum_adds * 2 >= len(matmuls) and leads("vector", 0.1):
-        out.append(f"PSUM evacuation: {psum_adds} VectorE tensor_tensor ops read PSUM for {len(matmuls)} matmuls; accumulate several K tiles in "
-                   "PSUM before each evacuation (K blocking)")
-    spill_uids = {uid for uid, rec in allocs.items() if rec.get("memory") in ("hbm", "private_hbm") and rec.get("role") not in ("input", "output")}
+        out.append(
+            f"PSUM evacuation: {psum_adds} VectorE tensor_tensor ops read PSUM for {len(matmuls)} matmuls; accumulate several K tiles in "
+            "PSUM before each evacuation (K blocking)"
+        )
+    spill_uids = {
+        uid for uid, rec in allocs.items() if rec.get("memory") in ("hbm", "private_hbm") and rec.get("role") not in ("input", "output")
+    }
     if spill_uids:
         spilled = sum(c.hbm_write for i, c in dma if any(a.region.alloc in spill_uids for a in i.writes))
         if spilled:
-            out.append(f"spills: {spilled / 2**20:.2f} MiB written to scratch HBM tensors and read back; fuse ops to keep intermediates in SBUF (Opt #2)")
+            out.append(
+                f"spills: {spilled / 2**20:.2f} MiB written to scratch HBM tensors and read back; fuse ops to keep intermediates in SBUF (Opt #2)"
+            )
     spill_traffic = sum(c.hbm_read + c.hbm_write for c in timeline.spill_costs)
     if spill_traffic:
         tiles = sum(1 for rec in allocs.values() if rec.get("spilled"))
@@ -324,30 +367,42 @@ def _advice(trace: Trace, timeline: Timeline, spec: HardwareSpec, p: Profile, pa
         idle = sum(g["idle_us"] for g in waits)
         if waits and idle >= 0.02 * p.latency_us:
             g = max(waits, key=lambda g: g["idle_us"])
-            out.append(f"{busiest_engine[0]} limits the kernel but stands idle {idle:.2f} µs (the longest wait: {g['idle_us']:.2f} µs for "
-                       f"{g['waiting_for']}); make that work ready earlier (shorten the chain that feeds it, or split it so its first part lands first)")
+            out.append(
+                f"{busiest_engine[0]} limits the kernel but stands idle {idle:.2f} µs (the longest wait: {g['idle_us']:.2f} µs for "
+                f"{g['waiting_for']}); make that work ready earlier (shorten the chain that feeds it, or split it so its first part lands first)"
+            )
     if p.bottleneck.startswith("latency"):
         gap = max(p.idle_gaps, key=lambda g: g["idle_us"], default=None)
         where = f" (the longest wait: {gap['engine']} for {gap['waiting_for']})" if gap else ""
-        out.append("latency-bound: no engine is busy more than half the time; double-buffer (allocate tiles inside loops) so iterations overlap, "
-                   f"and avoid chains of tiny dependent ops{where}")
+        out.append(
+            "latency-bound: no engine is busy more than half the time; double-buffer (allocate tiles inside loops) so iterations overlap, "
+            f"and avoid chains of tiny dependent ops{where}"
+        )
     if p.below_speed_of_light:
-        out.append(f"BELOW SPEED OF LIGHT: estimate {p.latency_us} µs < bound {p.sol_latency_us} µs — the kernel skips required work or the model "
-                   "was fooled; this number is not trustworthy")
+        out.append(
+            f"BELOW SPEED OF LIGHT: estimate {p.latency_us} µs < bound {p.sol_latency_us} µs — the kernel skips required work or the model "
+            "was fooled; this number is not trustworthy"
+        )
     out = list(dict.fromkeys(out))
     if not out:
         if p.fraction_of_sol is not None:
             out.append(f"no advice: the kernel is at {100 * p.fraction_of_sol:.1f}% of its speed of light, limited by {p.bottleneck}")
         else:
-            out.append(f"no advice: the kernel is at {100 * p.roofline_us / max(p.latency_us, 1e-9):.1f}% of its roofline bound, limited by {p.bottleneck}")
+            out.append(
+                f"no advice: the kernel is at {100 * p.roofline_us / max(p.latency_us, 1e-9):.1f}% of its roofline bound, limited by {p.bottleneck}"
+            )
     return out
 
 
-def profile_trace(trace: Trace, target: str | None = None, *, task_flops: float | None = None, sol: SpeedOfLight | None = None,
-                  precision: str = "bfloat16") -> tuple[Profile, Timeline]:
+def profile_trace(
+    trace: Trace,
+    target: str | None = None,
+    *,
+    task_flops: float | None = None,
+    sol: SpeedOfLight | None = None,
+    precision: str = "bfloat16",
+) -> tuple[Profile, Timeline]:
     """Schedule ``trace`` on its target (or ``target``) and build the profile."""
     spec = get_spec(target or trace.target or "trn2")
     tl = schedule(trace, spec)
     return build_profile(trace, tl, spec, task_flops=task_flops, sol=sol, precision=precision), tl
-
-

@@ -896,7 +896,8 @@ def test_dma_copy_hwdge_needs_equal_dtypes() -> None:
 
     expect_error(
         k, np.zeros((4, 8), np.float32), kind=emu.NkiValidationError, code="err_dma_hwdge_dtype",
-        message="dma_copy with dge_mode=hwdge requires src.dtype == dst.dtype, got float32 and bfloat16",
+        message="dma_copy with dge_mode=hwdge requires src.dtype == dst.dtype, got float32 and bfloat16; "
+        "cast in a software-DGE dma_copy (leave dge_mode unset) or on chip with tensor_copy",
     )  # fmt: skip
 
 

@@ -92,6 +92,9 @@ def test_advice_never_suggests_a_precision_the_task_forbids() -> None:
     strict, _ = _profile(fp32_matmuls, args, precision="float32")
     assert not any("bfloat16" in a or a.startswith("fp32 matmul") for a in strict.advice)
     assert strict.advice  # never an empty section
+    # where the task allows bf16 the advice says so: a trial model took fp32 inputs for an fp32 requirement and ignored it
+    allowed, _ = _profile(fp32_matmuls, args, precision="bfloat16")
+    assert any(a.startswith("fp32 matmul") and "(this task's tolerance allows bf16 operands)" in a for a in allowed.advice)
 
 
 def test_advice_is_never_empty_and_never_repeats() -> None:
@@ -245,3 +248,51 @@ def test_dmas_below_the_curves_full_rate_are_small_dmas_in_the_advice() -> None:
     assert "use ≥ 4 KiB per partition per transfer (1024 fp32 / 2048 bf16 elements)" in advice and "2 KiB at 70%" in advice
     whole_rows = _verifier_profile(Path(HERE).parent / "kernels" / "rmsnorm_prefetch.py", "rmsnorm")  # 8 KiB rows
     assert not any(a.startswith("small DMAs") for a in whole_rows.advice)
+
+
+def dma_transposes(x):
+    """A transpose from HBM, then one of an on-chip tile, each stored."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    a = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+    nisa.dma_transpose(dst=a, src=x, axes=(1, 0))  # from HBM
+    b = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+    nisa.dma_transpose(dst=b, src=a, axes=(1, 0))  # on chip
+    out = nl.ndarray((128, 128), nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=b)
+    return out
+
+
+def from_hbm_only(x):
+    """A transpose from HBM, stored."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    a = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+    nisa.dma_transpose(dst=a, src=x, axes=(1, 0))
+    out = nl.ndarray((128, 128), nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=a)
+    return out
+
+
+def test_dma_transpose_advice_only_where_the_cost_model_makes_them_slow() -> None:
+    """From HBM on trn2 a DMA transpose runs at 90% of a copy's rate: advising TensorE's route (which adds a PSUM
+    copy) misled a trial model for seven turns. On chip (half rate) and on trn1 (element-sized runs) it is slow."""
+    x = np.arange(128 * 128, dtype=np.float32).reshape(128, 128)
+
+    def advice(kernel, target: str) -> list[str]:
+        trace = emu.Trace()
+        emu.run_kernel(kernel, (x,), target=target, trace=trace)
+        return [a for a in profile_trace(trace, target)[0].advice if a.startswith("DMA transposes")]
+
+    assert advice(from_hbm_only, "trn2") == []
+    assert advice(dma_transposes, "trn2") == [
+        (
+            "DMA transposes: 1 dma_transpose/load_transpose2d instructions on the critical path from on-chip memory run at half a "
+            "copy's DMA rate; load normally and transpose on TensorE (nc_transpose) — Opt #10"
+        )
+    ]
+    assert [a.split(" on the critical path ")[1].split(";")[0] for a in advice(from_hbm_only, "trn1")] == [
+        "run at the element size's DMA efficiency on trn1"
+    ]

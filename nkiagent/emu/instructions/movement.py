@@ -100,7 +100,7 @@ def dma_copy(
     engine: Any = engine.unknown,
     name: Any = None,
 ) -> None:
-    """Copy ``src`` to ``dst`` through a DMA queue (HBM↔SBUF, SBUF↔SBUF, HBM↔HBM); casts via fp32."""
+    """Copy ``src`` to ``dst`` through a DMA queue (HBM↔SBUF, SBUF↔SBUF, HBM↔HBM); casts via fp32 (not with dge_mode=hwdge: equal dtypes only)."""
     ctx = current()
     op = "dma_copy"
     _reject_priority(op, priority)
@@ -165,7 +165,8 @@ def _check_hwdge(ctx: Any, src: NkiTensor, dst: NkiTensor) -> None:
     if src.dtype != dst.dtype:
         raise NkiValidationError(
             "err_dma_hwdge_dtype",
-            f"dma_copy with dge_mode=hwdge requires src.dtype == dst.dtype, got {dt.dtype_name(src.dtype)} and {dt.dtype_name(dst.dtype)}",
+            f"dma_copy with dge_mode=hwdge requires src.dtype == dst.dtype, got {dt.dtype_name(src.dtype)} and {dt.dtype_name(dst.dtype)}; "
+            "cast in a software-DGE dma_copy (leave dge_mode unset) or on chip with tensor_copy",
         )
     for role, t in (("src", src), ("dst", dst)):
         if t._addr is not None:
