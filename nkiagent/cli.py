@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .verify.protocol import VISIBLE_SEEDS
 
@@ -240,6 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     name = f"nkiagent {args.command}" if args.command else "nkiagent"
+    restore = _catch_ctrl_c()
     try:
         return _dispatch(parser, args)
     except KeyboardInterrupt:
@@ -254,6 +255,35 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"{name}: this needs {root}, which is not installed: pip install 'nkiagent[{EXTRAS[root]}]'", file=sys.stderr)
         return EXIT_USAGE
+    finally:
+        restore()
+
+
+def _catch_ctrl_c() -> Callable[[], None]:
+    """ctrl+c raises KeyboardInterrupt as always, and also sets the flag the model waits poll: Python drops an
+    exception raised inside a weakref or import-lock callback, and a ctrl+c landing there was lost. Returns what
+    puts the previous handler back and clears the flag (a caller of :func:`main` in-process goes on)."""
+    import signal
+    import threading
+    import types
+
+    from .agent.models.base import INTERRUPTED
+
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return lambda: None  # not ours to change: an embedding program or a test harness handles ctrl+c
+
+    def on_sigint(signum: int, frame: types.FrameType | None) -> None:
+        INTERRUPTED.set()
+        signal.default_int_handler(signum, frame)
+
+    INTERRUPTED.clear()
+    signal.signal(signal.SIGINT, on_sigint)
+
+    def restore() -> None:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        INTERRUPTED.clear()
+
+    return restore
 
 
 def _quiet_stdout() -> None:

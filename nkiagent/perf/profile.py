@@ -283,8 +283,8 @@ def _advice(
     # rate); from HBM on trn2/trn3 a transpose runs at 90% of a copy's rate, and TensorE's route adds a PSUM copy
     slow = [
         i
-        for i in (i for i, _ in pairs if i.op == "dma_transpose")
-        if i.seq in on_path and (spec.name == "trn1" or (i.reads and i.reads[0].memory in ("sbuf", "psum")))
+        for i, _ in pairs
+        if i.op == "dma_transpose" and i.seq in on_path and (spec.name == "trn1" or (i.reads and i.reads[0].memory in ("sbuf", "psum")))
     ]
     if slow:
         why = (

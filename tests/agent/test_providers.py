@@ -309,3 +309,24 @@ def test_json_events_are_one_object_per_line(srv: FakeOpenAIProcess, ws: Path, c
     _code, out, _err = _run(ws, capsys, "--json-events", api_base=srv.url)
     events = [json.loads(line) for line in out.splitlines()]  # nothing else on stdout: the summary went to stderr
     assert [e["type"] for e in events][:3] == ["session_start", "model_request", "model_response"] and events[-1]["type"] == "session_end"
+
+
+def test_a_ctrl_c_python_swallowed_still_ends_the_retry_wait(srv: FakeOpenAIProcess, ws: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The full suite once saw a SIGINT's KeyboardInterrupt raised inside an import-lock callback, where Python drops it
+    ("Exception ignored in: <function _get_module_lock.<locals>.cb>"), and the 30 s retry wait ran on. The handler's
+    flag alone must end the wait: here it is set with no exception at all."""
+    import signal
+    import threading
+
+    from nkiagent.agent.models.base import INTERRUPTED
+
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    srv.push(*[Reply(status=503, error="busy", retry_after_s=30)] * 3)
+    timer = threading.Timer(1.0, INTERRUPTED.set)
+    timer.start()
+    t0 = time.monotonic()
+    code, _out, err = _run(ws, capsys, api_base=srv.url)
+    assert time.monotonic() - t0 < 10 and code == 130  # not the 30 s wait
+    assert "interrupted" in err
+    assert len(srv.requests) == 1  # the retry was never sent
+    assert not INTERRUPTED.is_set() and signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back for the caller

@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 from ..types import ToolCall
 
-__all__ = ["ModelError", "retry_text", "tool_call", "wait_text"]
+__all__ = ["INTERRUPTED", "ModelError", "check_interrupted", "retry_text", "tool_call", "wait_text"]
+
+#: set by the command line's SIGINT handler before it raises KeyboardInterrupt. Python drops an exception raised
+#: inside a weakref or import-lock callback ("Exception ignored in ..."), so a ctrl+c landing there was lost and a
+#: 30 s retry wait ran on; every wait on a model polls this too.
+INTERRUPTED = threading.Event()
+
+
+def check_interrupted() -> None:
+    """Raise the KeyboardInterrupt a ctrl+c asked for, if Python swallowed the one its handler raised."""
+    if INTERRUPTED.is_set():
+        INTERRUPTED.clear()
+        raise KeyboardInterrupt
 
 
 class ModelError(RuntimeError):

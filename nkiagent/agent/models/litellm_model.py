@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 from ..types import Message, ModelTurn, ToolCall, TurnCancelled, Usage
 from . import textmode, wire
-from .base import ModelError, tool_call
+from .base import ModelError, check_interrupted, tool_call
 
 __all__ = ["LiteLLMModel", "prewarm"]
 
@@ -249,7 +249,12 @@ class LiteLLMModel:
                     ) from exc
                 delay = self._delay(attempt, exc)
                 self._status("retry", problem=problem, attempt=attempt + 1, attempts=attempts, delay_s=round(delay, 2))
-                if self._cancel.wait(delay):
+                until = time.monotonic() + delay
+                while not self._cancel.wait(max(0.0, min(0.05, until - time.monotonic()))):
+                    check_interrupted()
+                    if time.monotonic() >= until:
+                        break
+                else:
                     raise TurnCancelled("cancelled while waiting to retry the model request") from exc
         return self._turn(lm, response)
 
@@ -282,6 +287,7 @@ class LiteLLMModel:
         t0 = time.monotonic()
         next_tick = self.status_every_s
         while not done.wait(0.05):
+            check_interrupted()
             if self._cancel.is_set():
                 raise TurnCancelled("cancelled while waiting for the model")
             waited = time.monotonic() - t0
