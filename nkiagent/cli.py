@@ -274,6 +274,8 @@ def _catch_ctrl_c() -> Callable[[], None]:
 
     def on_sigint(signum: int, frame: types.FrameType | None) -> None:
         INTERRUPTED.set()
+        if frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+            return  # raised here it would be dropped with an "Exception ignored" traceback; the next poll raises it
         signal.default_int_handler(signum, frame)
 
     INTERRUPTED.clear()
