@@ -191,7 +191,8 @@ def test_ctrl_c_during_a_retry_wait_ends_at_once_quietly_with_the_resume_hint(
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=30)
-    assert time.monotonic() - t0 < 3 and proc.returncode == 130
+    # bounds the 30 s wait going on, not a speed: a ctrl+c landing in an import's lock callback waits for that import
+    assert time.monotonic() - t0 < 15 and proc.returncode == 130
     sid = _sessions(ws)[0].name
     assert err == f"\nnkiagent run: interrupted; the session is kept: nkiagent resume {sid} --sessions-dir {ws / 'sessions'}\n"
     assert len(srv.requests) == 1  # the retry was never sent
